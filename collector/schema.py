@@ -1,0 +1,141 @@
+"""The Window row: one process, one window. Field names here are the contract between all parts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from procsift.collector.syscalls import CATEGORIES, SYSCALL_NAMES, category_of
+
+__all__ = [
+    "SCHEMA_VERSION", "LABELS", "Window", "IDENTITY_COLUMNS", "SCHED_COLUMNS", "IO_COLUMNS",
+    "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
+    "MIN_DISPATCHES", "syscall_column", "category_column", "is_insufficient",
+]
+
+SCHEMA_VERSION = 1
+"""Bumped whenever a column is added, removed or changes meaning."""
+
+LABELS: tuple[str, ...] = ("interactive", "background", "html-serving")
+"""The labels a row may carry; anything else is refused on read."""
+
+MIN_DISPATCHES = 5
+"""A window with fewer dispatches than this and no syscalls is too quiet to judge."""
+
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "host", "t_start", "dur_s", "pid", "start_time", "ppid", "comm", "exe", "uid",
+    "nthreads", "cgroup",
+)
+SCHED_COLUMNS: tuple[str, ...] = (
+    "run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "voluntary",
+    "involuntary", "max_wait_ns", "run_wait_transitions", "wakeups", "wakes_others",
+)
+IO_COLUMNS: tuple[str, ...] = ("read_bytes", "write_bytes", "rss_bytes")
+
+
+def syscall_column(name: str) -> str:
+    """Column holding the count of syscall `name`."""
+    return f"sys_{name}"
+
+
+def category_column(category: str) -> str:
+    """Column holding the count of syscalls in `category`."""
+    return f"cat_{category}"
+
+
+CATEGORY_COLUMNS: tuple[str, ...] = tuple(category_column(c) for c in CATEGORIES)
+SYSCALL_COLUMNS: tuple[str, ...] = tuple(syscall_column(n) for n in SYSCALL_NAMES)
+FLAG_COLUMNS: tuple[str, ...] = ("syscalls", "insufficient", "exited")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("label", "source")
+
+COLUMNS: tuple[str, ...] = (
+    IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + FLAG_COLUMNS + CATEGORY_COLUMNS
+    + SYSCALL_COLUMNS + OPTIONAL_COLUMNS
+)
+"""Every column of a trace file, in file order."""
+
+STR_COLUMNS: frozenset[str] = frozenset({"host", "comm", "exe", "cgroup", "label", "source"})
+FLOAT_COLUMNS: frozenset[str] = frozenset({"t_start", "dur_s"})
+BOOL_COLUMNS: frozenset[str] = frozenset({"insufficient", "exited"})
+INT_COLUMNS: frozenset[str] = frozenset(COLUMNS) - STR_COLUMNS - FLOAT_COLUMNS - BOOL_COLUMNS
+
+
+def is_insufficient(switches_in: int, syscalls: int) -> bool:
+    """True when a window holds too little activity to judge (the process keeps its label)."""
+    return switches_in < MIN_DISPATCHES and syscalls == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What one process (thread group) did in one window; threads are folded in."""
+
+    host: str
+    t_start: float
+    dur_s: float
+    pid: int
+    start_time: int
+    ppid: int = 0
+    comm: str = ""
+    exe: str = ""
+    uid: int = -1
+    nthreads: int = 1
+    cgroup: str = ""
+    run_ns: int = 0
+    runq_ns: int = 0
+    sleep_ns: int = 0
+    block_ns: int = 0
+    switches_in: int = 0
+    voluntary: int = 0
+    involuntary: int = 0
+    max_wait_ns: int = 0
+    run_wait_transitions: int = 0
+    wakeups: int = 0
+    wakes_others: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+    rss_bytes: int = 0
+    syscalls: Mapping[str, int] = field(default_factory=dict)
+    exited: bool = False
+    label: str | None = None
+    source: str | None = None
+
+    @property
+    def syscalls_total(self) -> int:
+        """All syscalls the process made in the window."""
+        return sum(self.syscalls.values())
+
+    @property
+    def insufficient(self) -> bool:
+        """Too little activity to judge; see is_insufficient."""
+        return is_insufficient(self.switches_in, self.syscalls_total)
+
+    def categories(self) -> dict[str, int]:
+        """Syscall counts summed per category (every category present)."""
+        out = dict.fromkeys(CATEGORIES, 0)
+        for name, count in self.syscalls.items():
+            out[category_of(name)] += count
+        return out
+
+    def top_syscalls(self, n: int = 3) -> list[tuple[str, int]]:
+        """The `n` most frequent syscalls, most frequent first."""
+        return sorted(self.syscalls.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def as_record(self) -> dict[str, object]:
+        """The row as a flat mapping of trace columns (zeros for syscalls not made)."""
+        rec: dict[str, object] = {c: getattr(self, c) for c in IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS}
+        total = 0
+        sys_counts = dict.fromkeys(SYSCALL_COLUMNS, 0)
+        for name, count in self.syscalls.items():
+            col = syscall_column(name)
+            if col not in sys_counts:
+                col = syscall_column("unknown")
+            sys_counts[col] += count
+            total += count
+        rec["syscalls"] = total
+        rec["insufficient"] = is_insufficient(self.switches_in, total)
+        rec["exited"] = self.exited
+        rec.update({category_column(c): v for c, v in self.categories().items()})
+        rec.update(sys_counts)
+        rec["label"] = self.label
+        rec["source"] = self.source
+        return rec

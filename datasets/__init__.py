@@ -1,0 +1,3 @@
+"""Labelled traces recorded from real workloads, and the recipes that record them."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Discrete-event simulation of scheduling policies from procsift's source papers."""
+
+__all__: list[str] = []
