@@ -1,7 +1,8 @@
 """The POS papers' SLP/RW detector (pos-cpu-scheduling-www §3.2) as a scikit-learn estimator.
 
-A window is html-serving when the process ran after a long wait (longest wait > SLP) and
-cycled between run and wait few times per wake-up (<= RW). Each period, both thresholds are
+A process becomes html-serving when it runs after a long wait (longest wait > SLP) and stays
+so while it cycles between run and wait few times per wake-up (<= RW); as in the paper, the
+flag is per process and sticky until characteristic 2 is lost. Each period, both thresholds are
 re-predicted from the per-process log of the processes judged html-serving in that period:
 SLP = the smallest of their longest waits, RW = the greatest of their smallest cycle counts.
 
@@ -90,6 +91,46 @@ class POSDetector(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         return self
 
+    def _run(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Replay the windows in time order: per-process flags and the thresholds in force.
+
+        A process is flagged html-serving once it runs after a wait longer than SLP
+        (characteristic 1) and loses the flag when its cycles per wake-up exceed RW
+        (characteristic 2); quiet windows keep the flag as it was.
+        """
+        check_is_fitted(self, "slp_")
+        log = _log(X)
+        n = len(log)
+        flags = np.zeros(n, dtype=bool)
+        slp_at = np.empty(n)
+        rw_at = np.empty(n)
+        keys = list(zip(log["pid"].to_numpy(), log["start"].to_numpy()))
+        wait, rwv, active = log["wait"].to_numpy(), log["rw"].to_numpy(), log["active"].to_numpy()
+        periods = np.floor(log["t"].to_numpy() / self.period_s)
+        order = np.lexsort((log["t"].to_numpy(), periods))
+        state: dict[tuple[float, float], bool] = {}
+        slp, rw = self.slp_, self.rw_
+        start = 0
+        while start < n:
+            stop = start
+            while stop < n and periods[order[stop]] == periods[order[start]]:
+                stop += 1
+            idx = order[start:stop]
+            for i in idx:
+                on = state.get(keys[i], False)
+                if active[i]:
+                    on = (on or wait[i] > slp) and rwv[i] <= rw
+                state[keys[i]] = on
+                flags[i], slp_at[i], rw_at[i] = on, slp, rw
+            found = _period_thresholds(log.iloc[idx[flags[idx] & active[idx]]])
+            if found is None:
+                slp, rw = self.slp_, self.rw_
+            else:
+                slp = float(np.sqrt(max(self.slp_, 1.0) * max(found[0], 1.0)))
+                rw = (self.rw_ + found[1]) / 2
+            start = stop
+        return flags, slp_at, rw_at
+
     def thresholds(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """SLP and RW in force for each window (re-predicted period by period, in time order).
 
@@ -97,28 +138,8 @@ class POSDetector(ClassifierMixin, BaseEstimator):
         -------
         slp, rw : ndarrays of shape (n_windows,)
         """
-        check_is_fitted(self, "slp_")
-        log = _log(X)
-        slp_at = np.empty(len(log))
-        rw_at = np.empty(len(log))
-        slp, rw = self.slp_, self.rw_
-        periods = np.floor(log["t"].to_numpy() / self.period_s)
-        for period in np.unique(periods):
-            idx = np.flatnonzero(periods == period)
-            slp_at[idx], rw_at[idx] = slp, rw
-            chunk = log.iloc[idx]
-            flagged = chunk[self._flag(chunk, slp, rw)]
-            found = _period_thresholds(flagged)
-            if found is None:
-                slp, rw = self.slp_, self.rw_
-            else:
-                slp = float(np.sqrt(max(self.slp_, 1.0) * max(found[0], 1.0)))
-                rw = (self.rw_ + found[1]) / 2
-        return slp_at, rw_at
-
-    @staticmethod
-    def _flag(log: pd.DataFrame, slp: float | np.ndarray, rw: float | np.ndarray) -> np.ndarray:
-        return ((log["wait"] > slp) & (log["rw"] <= rw) & log["active"]).to_numpy()
+        _, slp, rw = self._run(X)
+        return slp, rw
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """1 for the label the rule gives, 0 for the other (the rule has no degrees).
@@ -127,8 +148,7 @@ class POSDetector(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_windows, 2)
         """
-        slp, rw = self.thresholds(X)
-        html = self._flag(_log(X), slp, rw)
+        html, _, _ = self._run(X)
         out = np.zeros((len(html), 2))
         col = int(np.flatnonzero(self.classes_ == HTML)[0])
         out[html, col] = 1.0
