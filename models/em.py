@@ -66,10 +66,12 @@ class EMClassifier(ClassifierMixin, BaseEstimator):
         names: list[str] = []
         self.cluster_counts_: list[dict[str, int]] = []
         for j in range(self.mixture_.n_components):
-            held = [] if y is None else [v for v in np.asarray(y, dtype=object)[clusters == j] if v]
-            values, counts = np.unique(np.array(held, dtype=object), return_counts=True) if held else ([], [])
-            self.cluster_counts_.append({str(v): int(c) for v, c in zip(values, counts)})
-            names.append(str(values[int(np.argmax(counts))]) if held else f"cluster-{j}")
+            held = [] if y is None else [str(v) for v in np.asarray(y, dtype=object)[clusters == j] if v]
+            counts: dict[str, int] = {}
+            for v in held:
+                counts[v] = counts.get(v, 0) + 1
+            self.cluster_counts_.append(counts)
+            names.append(max(sorted(counts), key=counts.__getitem__) if counts else f"cluster-{j}")
         self.cluster_labels_ = np.array(names, dtype=object)
         self.classes_ = np.array(sorted(set(names)), dtype=object)
         self.assign_ = (self.cluster_labels_[:, None] == self.classes_[None, :]).astype(np.float64)

@@ -163,7 +163,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     active = np.flatnonzero(~rows["insufficient"].to_numpy(dtype=bool))
     last = rows.iloc[int(active[-1])] if len(active) else rows.iloc[-1]
     exp = bundle.explain_row(last)
-    behind = [{"t_start": float(r.t_start), "label": str(lab), "insufficient": bool(r.insufficient),
+    behind: list[dict[str, Any]] = [{"t_start": float(r.t_start), "label": str(lab), "insufficient": bool(r.insufficient),
                "proba": {b: round(float(v), 3) for b, v in zip(bundle.labels, p)}}
               for r, lab, p in zip(rows.tail(sm.n).itertuples(), labels[-sm.n:], proba[-sm.n:])]
     if args.json:
