@@ -22,7 +22,7 @@ _KEYS = {"<Enter>": "Enter", "<Esc>": "Escape", "<Up>": "Up", "<Down>": "Down", 
          "<Right>": "Right", "<PgDn>": "NPage", "<PgUp>": "PPage", "<Space>": "Space", "<Tab>": "Tab",
          "<F6>": "F6", "<BS>": "BSpace", "<C-o>": "C-o", "<C-x>": "C-x", "<C-w>": "C-w", "<C-k>": "C-k",
          "<C-u>": "C-u", "<C-l>": "C-l", "<Home>": "Home", "<End>": "End"}
-PAUSE = "|"
+PAUSE = "~"
 
 
 def _tmux(*args: str) -> str:
@@ -31,7 +31,7 @@ def _tmux(*args: str) -> str:
 
 
 def _tokens(script: str) -> list[str]:
-    """Split a script into literal characters, <Key> names and | pauses."""
+    """Split a script into literal characters, <Key> names and ~ pauses."""
     out, i = [], 0
     while i < len(script):
         if script[i] == "<" and (j := script.find(">", i)) > i and script[i:j + 1] in _KEYS:
@@ -94,21 +94,21 @@ def _recipe(name: str, source: str, command: str, script: str, label: Labeller |
     return Recipe(name, "interactive", source, run, duration_s=75, apt=("tmux",) + apt, notes=notes)
 
 
-SHELL = ("ls -l<Enter>|echo hello world<Enter>|pwd<Enter>||cat notes.txt | head -5<Enter>|"
-         "grep fox notes.txt | wc -l<Enter>||date<Enter>|<Up><Up><Enter>|cd /tmp; ls | head<Enter>|cd -<Enter>||"
-         "echo $((6 * 7))<Enter>|history | tail -3<Enter>|<C-l>|")
-VIM = ("<Down><Down><Down>|jjjj|ihello from the dataset recipe <Esc>|:w<Enter>||"
-       "<PgDn>|kkk|dd|u|oA new line typed slowly.<Esc>||/fox<Enter>|n|n|cwcat<Esc>|:w<Enter>||"
-       "gg|<PgDn><PgDn>|A and more<Esc>|")
-NANO = ("<Down><Down><Down><Down>|Adding a sentence here. |<Enter>|<C-o><Enter>||<PgDn>|<Down><Down>|"
-        "more words to type <BS><BS>|<C-k>|<C-u>||<C-w>fox<Enter>|<C-o><Enter>||<PgUp>|<End> tail text|")
-PYREPL = ("1 + 1<Enter>|import math<Enter>|math.sqrt(2)<Enter>||[x * x for x in range(10)]<Enter>|"
-          "def g(n):<Enter>    return sum(range(n))<Enter><Enter>|g(100)<Enter>||"
-          "d = {'a': 1}<Enter>|d['b'] = 2<Enter>|d<Enter>||sorted('procsift')<Enter>|")
-PAGER = ("<Space>|<Space>|j|j|j|k||/fox<Enter>|n|n|<Space>||b|<PgDn>|G|g||/line 3<Enter>|n|<Space>|")
-MAN = ("<Space>|<Space>|j|j|j||/PATTERN<Enter>|n|n|<Space>||b|<PgDn>|k|k||/-v<Enter>|n|<Space>|g|")
-HTOP = ("<Down>|<Down>|<Down>||<Up>|t||t|<F6>|<Down><Down><Enter>||<PgDn>|<PgUp>|<Down>|"
-        "||<F6><Enter>|<Down>|")
+SHELL = ("ls -l<Enter>~echo hello world<Enter>~pwd<Enter>~~cat notes.txt | head -5<Enter>~"
+         "grep fox notes.txt | wc -l<Enter>~~date<Enter>~<Up><Up><Enter>~cd /tmp; ls | head<Enter>~cd -<Enter>~~"
+         "echo $((6 * 7))<Enter>~history | tail -3<Enter>~<C-l>~")
+VIM = ("<Down><Down><Down>~jjjj~ihello from the dataset recipe <Esc>~:w<Enter>~~"
+       "<PgDn>~kkk~dd~u~oA new line typed slowly.<Esc>~~/fox<Enter>~n~n~cwcat<Esc>~:w<Enter>~~"
+       "gg~<PgDn><PgDn>~A and more<Esc>~")
+NANO = ("<Down><Down><Down><Down>~Adding a sentence here. ~<Enter>~<C-o><Enter>~~<PgDn>~<Down><Down>~"
+        "more words to type <BS><BS>~<C-k>~<C-u>~~<C-w>fox<Enter>~<C-o><Enter>~~<PgUp>~<End> tail text~")
+PYREPL = ("1 + 1<Enter>~import math<Enter>~math.sqrt(2)<Enter>~~[x * x for x in range(10)]<Enter>~"
+          "def g(n):<Enter>    return sum(range(n))<Enter><Enter>~g(100)<Enter>~~"
+          "d = {'a': 1}<Enter>~d['b'] = 2<Enter>~d<Enter>~~sorted('procsift')<Enter>~")
+PAGER = ("<Space>~<Space>~j~j~j~k~~/fox<Enter>~n~n~<Space>~~b~<PgDn>~G~g~~/line 3<Enter>~n~<Space>~")
+MAN = ("<Space>~<Space>~j~j~j~~/PATTERN<Enter>~n~n~<Space>~~b~<PgDn>~k~k~~/-v<Enter>~n~<Space>~g~")
+HTOP = ("<Down>~<Down>~<Down>~~<Up>~t~~t~<F6>~<Down><Down><Enter>~~<PgDn>~<PgUp>~<Down>~"
+        "~~<F6><Enter>~<Down>~")
 
 RECIPES: list[Recipe] = [
     _recipe("int-bash", "bash", "bash --norc --noprofile -i", SHELL,

@@ -122,8 +122,6 @@ server.bind = "127.0.0.1"
 server.port = {port}
 server.username = "www-data"
 server.groupname = "www-data"
-server.pid-file = "{work}/lighttpd.pid"
-server.errorlog = "{work}/lighttpd.err"
 index-file.names = ("index.html")
 mimetype.assign = (".html" => "text/html", ".jpg" => "image/jpeg")
 """)
