@@ -73,7 +73,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   did "installing procsift and its Python dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-      -e ".[dev]" --config-settings editable_mode=strict
+      -e ".[dev]"
   echo "$want" > "$stamp"
 fi
 

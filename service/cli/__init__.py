@@ -16,6 +16,7 @@ from procsift.collector.errors import ProcsiftError
 # Modules that add verbs; each has `register(subparsers)` and sets `func` on its parsers.
 _VERB_MODULES = (
     "procsift.service.cli._collect",
+    "procsift.service.cli._trace",
     "procsift.service.cli._simulate",
     "procsift.service.cli._models",
 )

@@ -1,0 +1,63 @@
+"""Plain data handed from a probe (BPF or /proc) to the aggregator: cumulative per-task figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["TaskSample", "Drain", "ProcInfo", "STATE_RUNNING", "STATE_RUNNABLE", "STATE_SLEEP", "STATE_BLOCK"]
+
+# Task states as collector.bpf.c records them.
+STATE_UNKNOWN, STATE_RUNNING, STATE_RUNNABLE, STATE_SLEEP, STATE_BLOCK = range(5)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSample:
+    """One task's cumulative figures since the probe first saw it (times in ns)."""
+
+    tid: int
+    tgid: int = 0          # 0: not known yet (never seen running)
+    ppid: int = 0
+    state: int = STATE_UNKNOWN
+    ts: int = 0            # monotonic ns when `state` began
+    run_ns: int = 0
+    runq_ns: int = 0
+    sleep_ns: int = 0
+    block_ns: int = 0
+    switches_in: int = 0
+    voluntary: int = 0
+    involuntary: int = 0
+    transitions: int = 0
+    wakeups: int = 0
+    wakes_others: int = 0
+    start_ns: int = 0      # boot-clock ns at fork, 0 when it predates the probe
+    max_wait_ns: int = 0   # longest wait that ended in the window just closed
+    exited: bool = False
+    comm: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Everything a probe hands over when a window closes."""
+
+    now_ns: int
+    tasks: list[TaskSample]
+    syscalls: dict[int, dict[int, int]] = field(default_factory=dict)  # tgid -> {nr: count}
+    dropped: int = 0
+    counts_syscalls: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    """What /proc says about a process (thread group) at one moment."""
+
+    pid: int
+    start_time: int      # clock ticks since boot: field 22 of /proc/PID/stat
+    ppid: int
+    comm: str
+    exe: str
+    uid: int
+    nthreads: int
+    cgroup: str
+    rss_bytes: int
+    read_bytes: int      # cumulative, from /proc/PID/io
+    write_bytes: int
