@@ -23,15 +23,17 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
     """Fold windows of `from_s` seconds into windows of `to_s` (an integer multiple), per process.
 
     Counts and times add up, the longest wait is the largest of its parts, a process's
-    label and source are kept. Windows are aligned on the trace's first window.
+    label and source are kept. Windows are grouped by count from the trace's first window.
     """
     ratio = to_s / from_s
     if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
         raise TrainingDataError(f"cannot make {to_s:g} s windows from {from_s:g} s ones (not a whole multiple)")
     if round(ratio) == 1 or frame.empty:
         return frame
-    t0 = float(frame["t_start"].min())
-    bucket = np.floor((frame["t_start"].to_numpy() - t0) / to_s + 1e-6).astype(np.int64)
+    # Windows of one trace share their t_start; real windows jitter around their nominal
+    # length, so count windows (the rank of t_start) rather than seconds.
+    _, rank = np.unique(frame["t_start"].to_numpy(), return_inverse=True)
+    bucket = (rank // int(round(ratio))).astype(np.int64)
     # NaN labels would be dropped by groupby keys; they are values here, not keys.
     keys = [frame["host"], frame["pid"], frame["start_time"], pd.Series(bucket, index=frame.index, name="_b")]
     g = frame.groupby(keys, sort=False)
