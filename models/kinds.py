@@ -24,7 +24,7 @@ def make_pipeline(kind: str, random_state: int = 0) -> Pipeline:
     if kind == "tree":
         return Pipeline([
             ("features", FeatureTransform()),
-            ("tree", DecisionTreeClassifier(criterion="entropy", max_depth=10, min_samples_leaf=20,
+            ("tree", DecisionTreeClassifier(criterion="entropy", max_depth=10, min_samples_leaf=5,
                                             random_state=random_state)),
         ])
     if kind == "em":
@@ -99,7 +99,7 @@ def fit_fallback(frame: pd.DataFrame, random_state: int = 0) -> Pipeline | None:
         return None
     pipe = Pipeline([
         ("features", FeatureTransform(feature_set="proc")),
-        ("tree", DecisionTreeClassifier(criterion="entropy", max_depth=8, min_samples_leaf=20,
+        ("tree", DecisionTreeClassifier(criterion="entropy", max_depth=8, min_samples_leaf=5,
                                         random_state=random_state)),
     ])
     groups = rows["source"].fillna("").to_numpy(dtype=object)
