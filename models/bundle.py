@@ -28,6 +28,7 @@ from sklearn.pipeline import Pipeline
 from procsift.collector.schema import LABELS
 from procsift.models.errors import BundleError, IncompatibleModel, UntrustedBundle
 from procsift.models.explain import Explanation, explain_pipeline
+from procsift.models.fastpath import row_proba
 from procsift.models.features import FEATURE_NAMES, PROC_FEATURE_NAMES, RAW_COLUMNS
 from procsift.models.kinds import MODEL_KINDS, input_columns
 
@@ -136,13 +137,16 @@ class Bundle:
         return np.asarray(self.labels, dtype=object)[np.argmax(proba, axis=1)], proba
 
     def predict_row(self, row: Mapping[str, Any] | pd.Series, collector: str | None = None) -> tuple[str, np.ndarray]:
-        """Label and probabilities of one window (a trace row or Window.as_record()); the daemon's hot path."""
+        """Label and probabilities of one window (a trace row or Window.as_record()); the daemon's hot path.
+
+        For pos this uses the fitted SLP/RW (one window has no period to re-predict them from).
+        """
         use_fallback = self.fallback is not None and (
             collector == "proc" or (collector is None and float(row["syscalls"]) == 0 and float(row["switches_in"]) > 0))
         if use_fallback:
             proba = self._fallback_proba(np.array([[float(row[c]) for c in RAW_COLUMNS]]))[0]
         else:
-            proba = self.pipeline.predict_proba(np.array([[float(row[c]) for c in self.input_columns]]))[0]
+            proba = row_proba(self.kind, self.pipeline, np.array([[float(row[c]) for c in self.input_columns]]))[0]
         return self.labels[int(np.argmax(proba))], proba
 
     def explain_row(self, row: Mapping[str, Any] | pd.Series) -> Explanation:

@@ -118,3 +118,19 @@ def test_reaggregation_adds_counts_and_keeps_the_longest_wait() -> None:
     assert set(g["label"]) == set(f["label"])
     with pytest.raises(TrainingDataError, match="whole multiple"):
         reaggregate(f, 0.5, 0.75)
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_single_window_fast_path_matches_the_pipeline(kind: str, frame: pd.DataFrame) -> None:
+    from procsift.models.fastpath import row_proba
+    from procsift.models.kinds import input_columns
+    bundle = train_bundle(kind, _set(frame))
+    raw = frame.loc[:, list(input_columns(kind))].to_numpy(dtype=float)
+    fast = np.vstack([row_proba(kind, bundle.pipeline, raw[i:i + 1]) for i in range(len(raw))])
+    if kind == "pos":  # the pipeline replays periods; a lone window uses the fitted thresholds
+        slow = np.vstack([bundle.pipeline.predict_proba(raw[i:i + 1]) for i in range(len(raw))])
+    else:
+        slow = bundle.pipeline.predict_proba(raw)
+    np.testing.assert_allclose(fast, slow, atol=1e-9)
+    label, proba = bundle.predict_row(frame.iloc[7])
+    np.testing.assert_allclose(proba, slow[7], atol=1e-9)
