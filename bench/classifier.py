@@ -103,7 +103,7 @@ def settling(paths: list[Path], window: float, k: int = 2, n: int = 3) -> dict[s
         active = g[~g["insufficient"]]
         if len(active) >= 10:
             streams.append((str(g["label"].iloc[0]), active["pred"].tolist()))
-    delays = []
+    delays: list[int | None] = []
     rng = np.random.default_rng(0)
     for _ in range(300):
         a, b = rng.choice(len(streams), 2, replace=False)

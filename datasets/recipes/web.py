@@ -35,7 +35,7 @@ def make_content(root: Path, seed: int = 7) -> tuple[list[str], list[str]]:
     pages = []
     for i in range(40):
         size = rng.randint(1024, 20 * 1024)
-        body = []
+        body: list[str] = []
         while sum(len(b) for b in body) < size:
             body.append("<p>" + " ".join(rng.choice(words) for _ in range(30)) + "</p>\n")
         (html_dir / f"page{i}.html").write_text(f"<html><head><title>p{i}</title></head><body>\n"
