@@ -247,4 +247,10 @@ RECIPES: list[Recipe] = [
     Recipe("bg-nginx-images", "background", "nginx-images", _server_recipe(_nginx, False, True),  # type: ignore[arg-type]
            apt=("nginx-light", "wrk"), extra={"port": 18086},
            notes="nginx streaming 100 KB-5 MB files (the papers' image contrast); workers labelled background"),
+    Recipe("bg-lighttpd-images", "background", "lighttpd-images", _server_recipe(_lighttpd, False, False),  # type: ignore[arg-type]
+           apt=("lighttpd", "wrk"), extra={"port": 18087},
+           notes="lighttpd streaming the same 100 KB-5 MB files; labelled background"),
+    Recipe("bg-apache2-images", "background", "apache2-images", _server_recipe(_apache, False, True),  # type: ignore[arg-type]
+           apt=("apache2", "wrk"), extra={"port": 18088},
+           notes="apache2 mpm_event streaming the same files; the children labelled background"),
 ]
