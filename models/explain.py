@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from sklearn.pipeline import Pipeline
 
+from procsift.models.pos import cycles_per_request
+
 __all__ = ["Explanation", "explain_pipeline"]
 
 
@@ -64,13 +66,13 @@ def _em_steps(pipe: Pipeline, raw: np.ndarray) -> tuple[list[str], dict[str, Any
 def _pos_steps(pipe: Pipeline, raw: np.ndarray) -> tuple[list[str], dict[str, Any]]:
     pos = pipe.named_steps["pos"]
     slp, rw = pos.thresholds(raw)
-    wait, trans, wakes = float(raw[0, 4]), float(raw[0, 5]), float(raw[0, 6])
-    per_wake = trans / wakes if wakes else float("inf")
+    wait = float(raw[0, 4])
+    per_req = float(cycles_per_request(raw)[0])
     steps = [
         f"longest wait {wait / 1e6:.1f} ms {'>' if wait > slp[0] else '<='} SLP {slp[0] / 1e6:.1f} ms",
-        f"run/wait cycles per wake-up {per_wake:.2f} {'<=' if per_wake <= rw[0] else '>'} RW {rw[0]:.2f}",
+        f"run/wait cycles per request {per_req:.2f} {'<=' if per_req <= rw[0] else '>'} RW {rw[0]:.2f}",
     ]
-    return steps, {"slp_ns": float(slp[0]), "rw": float(rw[0]), "wait_ns": wait, "rw_per_wake": per_wake}
+    return steps, {"slp_ns": float(slp[0]), "rw": float(rw[0]), "wait_ns": wait, "rw_per_request": per_req}
 
 
 def explain_pipeline(kind: str, pipe: Pipeline, raw: np.ndarray) -> Explanation:

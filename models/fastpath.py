@@ -11,6 +11,7 @@ from scipy.special import logsumexp
 from sklearn.pipeline import Pipeline
 
 from procsift.models.features import compute_features
+from procsift.models.pos import cycles_per_request
 
 __all__ = ["row_proba"]
 
@@ -34,8 +35,8 @@ def _em(pipe: Pipeline, raw: np.ndarray) -> np.ndarray:
 
 def _pos(pipe: Pipeline, raw: np.ndarray) -> np.ndarray:
     pos = pipe.named_steps["pos"]
-    wait, trans, wakes, switches = raw[:, 4], raw[:, 5], raw[:, 6], raw[:, 7]
-    rw = np.divide(trans, wakes, out=np.full(len(raw), np.inf), where=wakes > 0)
+    wait, switches = raw[:, 4], raw[:, 7]
+    rw = cycles_per_request(raw)
     html = (wait > pos.slp_) & (rw <= pos.rw_) & (switches > 0)
     col = int(np.flatnonzero(pos.classes_ == "html-serving")[0])
     out = np.zeros((len(raw), 2))

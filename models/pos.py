@@ -1,10 +1,10 @@
 """The POS papers' SLP/RW detector (pos-cpu-scheduling-www §3.2) as a scikit-learn estimator.
 
 A process becomes html-serving when it runs after a long wait (longest wait > SLP) and stays
-so while it cycles between run and wait few times per wake-up (<= RW); as in the paper, the
+so while it cycles between run and wait few times per request (<= RW); as in the paper, the
 flag is per process and sticky until characteristic 2 is lost. Each period, both thresholds are
 re-predicted from the per-process log of the processes judged html-serving in that period:
-SLP = the smallest of their longest waits, RW = the greatest of their smallest cycle counts.
+SLP = the smallest of their longest waits, RW = the greatest of their smallest cycle counts (per request: see cycles_per_request).
 
 Left alone that update only ever raises SLP and lowers RW (every judged process already
 passed both thresholds), so each period's value is blended with the one learnt in `fit`
@@ -22,18 +22,30 @@ __all__ = ["POS_COLUMNS", "POSDetector"]
 
 POS_COLUMNS: tuple[str, ...] = (
     "pid", "start_time", "t_start", "dur_s", "max_wait_ns", "run_wait_transitions", "wakeups",
-    "switches_in",
+    "switches_in", "cat_net_recv",
 )
 """Input columns: pid and start_time only key the per-process log; they never decide a label."""
 
 HTML = "html-serving"
 
 
-def _log(X: np.ndarray) -> pd.DataFrame:
-    """The per-window state log: process key, period, longest wait, run/wait cycles per wake-up."""
+def cycles_per_request(X: np.ndarray) -> np.ndarray:
+    """Run/wait transitions per request served, a request being a network receive call.
+
+    The paper counts cycles while a request is handled. Per wake-up would be the obvious
+    stand-in, but this collector counts a run->wait->run cycle as two transitions, so that
+    ratio is 2 for nearly every process that sleeps; per network receive keeps the paper's
+    sense (small HTML replies: few cycles; large files: many). No receive: infinite.
+    """
     X = np.asarray(X, dtype=np.float64)
-    wakes = X[:, 6]
-    rw = np.divide(X[:, 5], wakes, out=np.full(len(X), np.inf), where=wakes > 0)
+    recv = X[:, 8]
+    return np.divide(X[:, 5], recv, out=np.full(len(X), np.inf), where=recv > 0)
+
+
+def _log(X: np.ndarray) -> pd.DataFrame:
+    """The per-window state log: process key, period, longest wait, run/wait cycles per request."""
+    X = np.asarray(X, dtype=np.float64)
+    rw = cycles_per_request(X)
     return pd.DataFrame({
         "pid": X[:, 0], "start": X[:, 1], "t": X[:, 2], "wait": X[:, 4], "rw": rw,
         "active": X[:, 7] > 0,
@@ -52,7 +64,7 @@ def _period_thresholds(log: pd.DataFrame) -> tuple[float, float] | None:
 
 
 class POSDetector(ClassifierMixin, BaseEstimator):
-    """Html-serving vs. not, from the longest wait and run/wait cycles per wake-up.
+    """Html-serving vs. not, from the longest wait and run/wait cycles per request.
 
     Parameters
     ----------
@@ -84,7 +96,7 @@ class POSDetector(ClassifierMixin, BaseEstimator):
         periods = np.floor(log["t"] / self.period_s)
         found = [t for _, g in log.groupby(periods) if (t := _period_thresholds(g)) is not None]
         if not found:
-            raise ValueError("no html-serving window woke up; cannot learn RW")
+            raise ValueError("no html-serving window received a request; cannot learn RW")
         self.slp_ = float(np.median([f[0] for f in found]))
         self.rw_ = float(np.median([f[1] for f in found]))
         self.classes_ = np.array(sorted({self.other_label, HTML}), dtype=object)

@@ -63,16 +63,16 @@ def test_em_bic_picks_a_size_and_maps_clusters_to_labels(frame: pd.DataFrame) ->
 
 
 def _pos_rows(rows: list[tuple[int, float, float, int, int]]) -> np.ndarray:
-    """(pid, t, max_wait_ns, transitions, wakeups) -> POS input rows."""
-    return np.array([[pid, pid, t, 1.0, wait, tr, wk, wk] for pid, t, wait, tr, wk in rows], dtype=float)
+    """(pid, t, max_wait_ns, transitions, requests) -> POS input rows."""
+    return np.array([[pid, pid, t, 1.0, wait, tr, rq, rq, rq] for pid, t, wait, tr, rq in rows], dtype=float)
 
 
 def test_pos_learns_slp_and_rw_by_the_papers_rules() -> None:
-    # one period, two server processes: longest waits 100 ms and 50 ms, fewest cycles/wake 2 and 3
+    # one period, two server processes: longest waits 100 ms and 50 ms, fewest cycles/request 2 and 3
     X = _pos_rows([(1, 0.0, 100e6, 4, 2), (1, 1.0, 20e6, 8, 2), (2, 0.0, 50e6, 6, 2), (2, 1.0, 10e6, 9, 2)])
     pos = POSDetector(period_s=5.0).fit(X, np.array(["html-serving"] * 4))
     assert pos.slp_ == pytest.approx(50e6)  # smallest of the longest waits
-    assert pos.rw_ == pytest.approx(3.0)  # greatest of the fewest cycles per wake-up
+    assert pos.rw_ == pytest.approx(3.0)  # greatest of the fewest cycles per request
 
 
 def test_pos_re_predicts_thresholds_each_period() -> None:
@@ -88,7 +88,7 @@ def test_pos_re_predicts_thresholds_each_period() -> None:
 def test_pos_without_html_windows_is_refused() -> None:
     with pytest.raises(TrainingDataError):
         train_bundle("pos", _set(make_frame(n=5).query("label != 'html-serving'")))
-    assert len(POS_COLUMNS) == 8
+    assert "comm" not in POS_COLUMNS and "cat_net_recv" in POS_COLUMNS
 
 
 def test_unlabelled_traces_cannot_train_a_tree() -> None:
