@@ -121,11 +121,18 @@ def record_command(out: Path, command: Sequence[str], recipe: Recipe, log: Path,
         stop(rec)
 
 
+MIN_WINDOWS = 2
+"""A process seen in fewer windows than this stays unlabelled: it exits before any smoothed
+label (k of n windows) could place it, and its one window is mostly exec/startup noise that
+looks the same whichever job spawned it."""
+
+
 def relabel(path: Path, keep: Labeller, label: str, source: str) -> dict[str, int]:
-    """Keep `label` only on the windows `keep` selects (the rest become unlabelled); rewrite atomically."""
+    """Keep `label` only on the windows `keep` selects of processes seen in MIN_WINDOWS windows or more."""
     trace = read_trace(path)
     frame = trace.frame.copy()
-    mask = keep(frame).to_numpy(dtype=bool)
+    seen = frame.groupby(["pid", "start_time"])["t_start"].transform("size").to_numpy()
+    mask = keep(frame).to_numpy(dtype=bool) & (seen >= MIN_WINDOWS)
     frame["label"] = [label if m else None for m in mask]
     frame["source"] = source
     write_trace(path, frame, trace.meta)

@@ -1,0 +1,33 @@
+"""The shipped datasets: real recordings, labelled, at least five applications per label."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from procsift.collector.schema import LABELS
+from procsift.collector.traceio import read_trace
+from procsift.datasets.recipes import RECIPES
+
+DATA = Path(__file__).resolve().parents[2] / "datasets" / "data"
+
+
+def test_every_recipe_has_a_shipped_trace_of_its_label_and_source() -> None:
+    files = {p.stem for p in DATA.glob("*.parquet")}
+    assert files >= {r.name for r in RECIPES}
+    for r in RECIPES:
+        trace = read_trace(DATA / f"{r.name}.parquet")
+        assert trace.meta.collector == "bpf" and trace.meta.window_s == pytest.approx(0.5)
+        labels = set(trace.frame["label"].dropna())
+        assert labels == {r.label}, r.name
+        assert set(trace.frame["source"]) == {r.source}
+
+
+def test_at_least_five_applications_per_label() -> None:
+    for label in LABELS:
+        assert len({r.source for r in RECIPES if r.label == label}) >= 5, label
+
+
+def test_shipped_data_stays_small() -> None:
+    assert sum(p.stat().st_size for p in DATA.glob("*.parquet")) < 8 << 20
