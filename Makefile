@@ -26,7 +26,7 @@ clean:
 # Real programs the dataset recipes run (installed idempotently, only when missing).
 DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils \
 	curl make gcc nodejs
-BUNDLE_WINDOW ?= 5
+BUNDLE_WINDOW ?= 2
 
 # Re-record every dataset (needs root, ~25 min), then retrain the default bundle.
 datasets: setup
@@ -37,7 +37,7 @@ datasets: setup
 # Train the default bundle (shipped in the package) on the shipped data, with its report.
 default-bundle: setup
 	$(VENV)/bin/procsift train --model tree -w $(BUNDLE_WINDOW) datasets/data/*.parquet -o models/default
-	$(VENV)/bin/procsift evaluate models/default datasets/data/*.parquet --report models/default-report
+	$(VENV)/bin/procsift evaluate models/default datasets/data/*.parquet --report models/default/report
 
 bench-classifier: setup
 	$(PY) bench/classifier.py
