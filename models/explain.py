@@ -71,6 +71,8 @@ def _pos_steps(pipe: Pipeline, raw: np.ndarray) -> tuple[list[str], dict[str, An
     steps = [
         f"longest wait {wait / 1e6:.1f} ms {'>' if wait > slp[0] else '<='} SLP {slp[0] / 1e6:.1f} ms",
         f"run/wait cycles per request {per_req:.2f} {'<=' if per_req <= rw[0] else '>'} RW {rw[0]:.2f}",
+        "(judged alone; over a process's windows the flag is sticky: once flagged after a long wait, "
+        "a process stays html-serving while its cycles per request stay <= RW)",
     ]
     return steps, {"slp_ns": float(slp[0]), "rw": float(rw[0]), "wait_ns": wait, "rw_per_request": per_req}
 
