@@ -121,6 +121,8 @@ def settling(paths: list[Path], window: float, k: int = 2, n: int = 3) -> dict[s
             delays.append(None)
     settled = [d for d in delays if d is not None]
     return {
+        "settled_fraction": len(settled) / len(delays) if delays else None,
+        "settled_within_2_of_settled": float(np.mean([d <= 2 for d in settled])) if settled else None,
         "window_s": window, "k": k, "n": n, "process_minutes": minutes,
         "smoothed_flips_per_process_minute": changes / minutes if minutes else float("nan"),
         "raw_flips_per_process_minute": raw_changes / minutes if minutes else float("nan"),
@@ -147,10 +149,15 @@ def main() -> int:
     print("speed ...", file=sys.stderr)
     result["speed"] = speed(paths, kinds, args.speed_window)
     print("settling ...", file=sys.stderr)
-    result["settling"] = [settling(paths, w) for w in (1.0, 5.0)]
+    result["settling"] = [settling(paths, w, k, n) for w in (1.0, 2.0, 5.0) for k, n in ((2, 3), (3, 5))]
     if not args.skip_sweep:
         print("window-length sweep ...", file=sys.stderr)
         result["sweep"] = f1_sweep(paths, kinds, windows)
+    elif args.output.exists():  # keep the last sweep's figures beside fresh speed/settling ones
+        previous = json.loads(args.output.read_text())
+        if "sweep" in previous:
+            result["sweep"] = previous["sweep"]
+            result["sweep_started"] = previous.get("started")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=args.output.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
@@ -163,11 +170,13 @@ def main() -> int:
     for st in result["settling"]:
         print(f"settling @ {st['window_s']:g} s (k={st['k']} of n={st['n']}): flips/process-minute smoothed "
               f"{st['smoothed_flips_per_process_minute']:.3f} (raw {st['raw_flips_per_process_minute']:.3f}); "
-              f"settled within 2 windows in {st['settle_within_2_windows']:.0%} of {st['splices']} spliced changes")
+              f"settled in {st['settled_fraction']:.0%} of {st['splices']} spliced changes, "
+              f"{st['settled_within_2_of_settled']:.0%} of those within 2 windows "
+              f"(all within 2: {st['settle_within_2_windows']:.0%})")
     if "sweep" in result:
         print(f"{'model':<6} " + " ".join(f"{w:>7g}s" for w in windows) + "   (leave-one-application-out macro-F1)")
         for kind in kinds:
-            row = {r["window_s"]: r["macro_f1"] for r in result["sweep"] if r["model"] == kind}
+            row = {r["window_s"]: r["macro_f1"] for r in result["sweep"] if r["model"] == kind}  # noqa: E501
             print(f"{kind:<6} " + " ".join(f"{row.get(w, float('nan')):>8.3f}" for w in windows))
     print(f"wrote {args.output}")
     return 0
