@@ -76,6 +76,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise UsageError("evaluate: give at least one TRACE")
     bundle = _load(bundle_dir)
     ts = load_traces(traces, bundle.window_s)
+    trained_on = bundle.metadata.get("training", {}).get("sha256")
+    same = "are" if trained_on == ts.sha256 else "are not"
+    print(f"these traces {same} the bundle's training data (sha256 {ts.sha256[:12]})", file=sys.stderr)
     rs = int(bundle.metadata.get("training", {}).get("random_state", 0))
     bar = _bar(ts.frame["source"].nunique(), f"evaluate {bundle.kind}")
     scores = cross_validate(bundle.kind, ts.frame, rs,
