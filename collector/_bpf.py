@@ -55,10 +55,10 @@ class BpfProbe:
             self._bpf = bcc.BPF(text=bpf_source(), cflags=cflags)
         except Exception as err:  # bcc raises bare Exception on compile/load failure
             raise BPFUnavailable(f"the BPF program did not load ({str(err).splitlines()[0]})") from err
-        self._tasks = self._bpf["tasks"]
-        self._syscounts = self._bpf["syscounts"]
-        self._seq = self._bpf["window_seq"]
-        self._dropped = self._bpf["dropped"]
+        self._tasks = self._bpf[b"tasks"]
+        self._syscounts = self._bpf[b"syscounts"]
+        self._seq = self._bpf[b"window_seq"]
+        self._dropped = self._bpf[b"dropped"]
         self._seq_value = 0
         # bcc attaches every *_PROBE function at load, sys_enter included.
         self._sys_attached = True
@@ -96,7 +96,7 @@ class BpfProbe:
         """Add tasks to the followed set (their future children follow automatically)."""
         if not self.filtered:
             return
-        table = self._bpf["tracked"]
+        table = self._bpf[b"tracked"]
         for tid in tids:
             table[table.Key(tid)] = table.Leaf(1)
 
@@ -118,6 +118,7 @@ class BpfProbe:
                 transitions=v.transitions, wakeups=v.wakeups, wakes_others=v.wakes_others,
                 start_ns=v.start_ns, max_wait_ns=max_wait, exited=bool(v.exited),
                 comm=bytes(v.comm).split(b"\0", 1)[0].decode("utf-8", "replace"),
+                uid=v.uid if v.exited else -1,
             ))
         syscalls: dict[int, dict[int, int]] = {}
         for key, percpu in self._syscounts.items_lookup_and_delete_batch():
@@ -131,7 +132,7 @@ class BpfProbe:
 
     def forget(self, tids: Iterable[int]) -> None:
         """Drop the map entries of tasks that exited and were reported."""
-        tracked = self._bpf["tracked"] if self.filtered else None
+        tracked = self._bpf[b"tracked"] if self.filtered else None
         for tid in tids:
             key = self._tasks.Key(tid)
             try:

@@ -136,6 +136,10 @@ class Aggregator:
         self.first_window = False
         return rows, forget
 
+    def remember(self, info: ProcInfo) -> None:
+        """Note a process' identity now, so its row is complete even if it exits unseen."""
+        self._known[info.pid] = info
+
     @staticmethod
     def _names(counts: dict[int, int]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -154,7 +158,7 @@ class Aggregator:
         if leader is None:
             return None
         return ProcInfo(pid=tgid, start_time=leader.start_ns // self._ns_per_tick, ppid=fold.ppid,
-                        comm=leader.comm, exe="", uid=-1, nthreads=max(fold.threads, 1), cgroup="",
+                        comm=leader.comm, exe="", uid=leader.uid, nthreads=max(fold.threads, 1), cgroup="",
                         rss_bytes=0, read_bytes=0, write_bytes=0)
 
     def _io_delta(self, info: ProcInfo, fold: _Fold) -> tuple[int, int]:

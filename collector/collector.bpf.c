@@ -53,7 +53,9 @@ struct task_stats {
     u32 ppid;          // parent tgid, when seen at fork
     u32 state;
     u32 exited;
-    char comm[16];     // filled at exit, for processes /proc never showed
+    u32 uid;           // filled at exit, with comm, for processes /proc never showed
+    u32 pad;
+    char comm[16];
 };
 
 BPF_PERCPU_HASH(syscounts, struct sc_key, u64, SC_ENTRIES);
@@ -233,6 +235,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (t) {
         t->tgid = pid_tgid >> 32;
         t->exited = 1;
+        t->uid = (u32)bpf_get_current_uid_gid();
         bpf_get_current_comm(&t->comm, sizeof(t->comm));
     }
     return 0;

@@ -32,7 +32,8 @@ class TaskSample:
     start_ns: int = 0      # boot-clock ns at fork, 0 when it predates the probe
     max_wait_ns: int = 0   # longest wait that ended in the window just closed
     exited: bool = False
-    comm: str = ""
+    comm: str = ""         # set at exit
+    uid: int = -1          # set at exit
 
 
 @dataclass(frozen=True, slots=True)

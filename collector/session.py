@@ -5,6 +5,7 @@ This is the collector's one room with a clock: `windows()` sleeps until each win
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -53,18 +54,19 @@ def _announce(message: str) -> None:
     print(f"procsift: {message}", file=sys.stderr, flush=True)
 
 
-def _with_descendants(pids: Iterable[int]) -> set[int]:
-    """Every thread of the given processes and of their descendants, now."""
-    out: set[int] = set()
+def _with_descendants(pids: Iterable[int]) -> tuple[set[int], set[int]]:
+    """The given processes with their descendants, and all of their threads, now."""
+    procs: set[int] = set()
     for pid in pids:
-        procs = [pid]
+        procs.add(pid)
         try:
-            procs += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+            procs.update(c.pid for c in psutil.Process(pid).children(recursive=True))
         except psutil.Error:
             pass
-        for p in procs:
-            out.update(task_ids(p) or [p])
-    return out
+    tids = set(procs)
+    for p in procs:
+        tids.update(task_ids(p))
+    return procs, tids
 
 
 class Collector:
@@ -87,7 +89,7 @@ class Collector:
         self.window_s = window_s
         self.filter = row_filter or RowFilter()
         self.fallback_reason: str | None = None
-        tracked = None if pids is None else _with_descendants(pids)
+        procs, tracked = (None, None) if pids is None else _with_descendants(pids)
         self.probe: _Probe
         if force_proc:
             self.fallback_reason = "the /proc collector was asked for"
@@ -106,18 +108,28 @@ class Collector:
         self.dropped = 0
         self._closed = False
         self._mark = time.time()
-        self._probe_baseline()
+        self._probe_baseline(procs)
 
-    def _probe_baseline(self) -> None:
+    def _probe_baseline(self, procs: set[int] | None) -> None:
         """Take the figures as they stand now as the start of the first window."""
+        self._remember(procs if procs is not None else
+                       (int(p) for p in os.listdir("/proc") if p.isdigit()))
         drain = self.probe.drain()
         _, forget = self._agg.build(drain, self._mark, 0.0)
         self.probe.forget(forget)
         self._mark = time.time()
 
+    def _remember(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            info = self._reader.info(pid)
+            if info is not None:
+                self._agg.remember(info)
+
     def track(self, pids: Iterable[int]) -> None:
         """Follow more processes (with their threads) from now on."""
-        self.probe.track(_with_descendants(pids))
+        procs, tids = _with_descendants(pids)
+        self.probe.track(tids)
+        self._remember(procs)
 
     def close_window(self) -> list[Window]:
         """End the current window now and return its rows (no sleeping)."""

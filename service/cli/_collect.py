@@ -200,6 +200,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = sys.stderr.isatty()
     with _collector(args, args.window, pids) as col:
+        what = " ".join(command) if command else (f"PIDs {' '.join(map(str, pids))}" if pids else "all processes")
+        print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
+              "Ctrl-C to stop", file=sys.stderr, flush=True)
         if command:
             proc, go = _spawn_held(command)
             col.track([proc.pid])
