@@ -197,9 +197,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     pids: list[int] | None = list(args.pid) if args.pid else ([] if command else None)
     rows: list[Window] = []
     proc = None
-    started = time.monotonic()
     progress = sys.stderr.isatty()
     with _collector(args, args.window, pids) as col:
+        started = time.monotonic()  # --duration counts from here, not from BPF compile time
         what = " ".join(command) if command else (f"PIDs {' '.join(map(str, pids))}" if pids else "all processes")
         print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
               "Ctrl-C to stop", file=sys.stderr, flush=True)

@@ -20,7 +20,7 @@ class FakeProc:
         self.procs: dict[int, ProcInfo] = {}
         self.threads: dict[int, int] = {}
 
-    def info(self, pid: int) -> ProcInfo | None:
+    def info(self, pid: int, io: bool = True) -> ProcInfo | None:
         return self.procs.get(pid)
 
     def tgid_of(self, tid: int) -> int | None:
@@ -36,7 +36,7 @@ def test_threads_fold_into_their_process_and_windows_are_deltas() -> None:
     fake.procs[10] = _info(10, 5)
     fake.threads[11] = 10
     agg = _agg(fake)
-    d1 = Drain(now_ns=1000, tasks=[
+    d1 = Drain.of(1000, [
         TaskSample(tid=10, tgid=10, run_ns=100, switches_in=6, voluntary=5, transitions=10, max_wait_ns=50),
         TaskSample(tid=11, tgid=0, run_ns=30, switches_in=3, involuntary=3, max_wait_ns=70),
     ], syscalls={10: {39: 7, 0: 2}})
@@ -47,7 +47,7 @@ def test_threads_fold_into_their_process_and_windows_are_deltas() -> None:
     assert w.run_ns == 130 and w.switches_in == 9 and w.voluntary == 5 and w.involuntary == 3
     assert w.max_wait_ns == 70 and w.run_wait_transitions == 10
     assert w.syscalls == {"getpid": 7, "read": 2}
-    d2 = Drain(now_ns=2000, tasks=[
+    d2 = Drain.of(2000, [
         TaskSample(tid=10, tgid=10, run_ns=160, switches_in=10, voluntary=9, transitions=18),
         TaskSample(tid=11, tgid=11 and 10, run_ns=30, switches_in=3, involuntary=3),
     ])
@@ -61,14 +61,14 @@ def test_state_in_progress_counts_up_to_now() -> None:
     fake.procs[20] = _info(20, 5)
     agg = _agg(fake)
     s = TaskSample(tid=20, tgid=20, state=STATE_SLEEP, ts=500, sleep_ns=100, switches_in=5)
-    (w,) = agg.build(Drain(now_ns=1500, tasks=[s]), 0.0, 1.0)[0]
+    (w,) = agg.build(Drain.of(1500, [s]), 0.0, 1.0)[0]
     assert w.sleep_ns == 100 + 1000
     # next window: still asleep, nothing new happened: no row (too quiet to report)
-    assert agg.build(Drain(now_ns=2500, tasks=[s]), 1.0, 1.0)[0] == []
+    assert agg.build(Drain.of(2500, [s]), 1.0, 1.0)[0] == []
     # it woke and ran: the whole sleep up to the wake-up is counted once, no double count
     s2 = TaskSample(tid=20, tgid=20, state=STATE_RUNNING, ts=2600, sleep_ns=100 + 2100,
                     switches_in=6, run_ns=0)
-    (w3,) = agg.build(Drain(now_ns=3000, tasks=[s2]), 2.0, 1.0)[0]
+    (w3,) = agg.build(Drain.of(3000, [s2]), 2.0, 1.0)[0]
     assert w3.sleep_ns == 2200 - 2100 and w3.run_ns == 400  # 2500..2600 asleep, 2600..3000 running
 
 
@@ -76,9 +76,9 @@ def test_process_exiting_mid_window_yields_its_last_row() -> None:
     fake = FakeProc()
     fake.procs[30] = _info(30, 5, "short")
     agg = _agg(fake)
-    agg.build(Drain(now_ns=1000, tasks=[TaskSample(tid=30, tgid=30, run_ns=10, switches_in=5)]), 0.0, 1.0)
+    agg.build(Drain.of(1000, [TaskSample(tid=30, tgid=30, run_ns=10, switches_in=5)]), 0.0, 1.0)
     del fake.procs[30]  # gone from /proc before the window closed
-    d = Drain(now_ns=2000, tasks=[TaskSample(tid=30, tgid=30, run_ns=25, switches_in=7, exited=True,
+    d = Drain.of(2000, [TaskSample(tid=30, tgid=30, run_ns=25, switches_in=7, exited=True,
                                              comm="short")], syscalls={30: {60: 1}})
     rows, forget = agg.build(d, 1.0, 1.0)
     (w,) = rows
@@ -91,7 +91,7 @@ def test_never_seen_process_that_exits_gets_identity_from_bpf() -> None:
     agg = _agg(FakeProc())
     s = TaskSample(tid=40, tgid=40, ppid=7, run_ns=5, switches_in=1, start_ns=123 * TICK + 5,
                    exited=True, comm="blink")
-    (w,) = agg.build(Drain(now_ns=10, tasks=[s]), 0.0, 1.0)[0]
+    (w,) = agg.build(Drain.of(10, [s]), 0.0, 1.0)[0]
     assert (w.pid, w.start_time, w.ppid, w.comm, w.exited) == (40, 123, 7, "blink", True)
 
 
@@ -99,11 +99,11 @@ def test_reused_pid_is_another_process() -> None:
     fake = FakeProc()
     fake.procs[50] = _info(50, 100, "old")
     agg = _agg(fake)
-    agg.build(Drain(now_ns=1, tasks=[TaskSample(tid=50, tgid=50, run_ns=1000, switches_in=9)]), 0.0, 1.0)
+    agg.build(Drain.of(1, [TaskSample(tid=50, tgid=50, run_ns=1000, switches_in=9)]), 0.0, 1.0)
     # the old process exits, a new one gets PID 50 within the same run
     fake.procs[50] = _info(50, 300, "new")
     new = TaskSample(tid=50, tgid=50, run_ns=40, switches_in=6, start_ns=300 * TICK)
-    (w,) = agg.build(Drain(now_ns=2, tasks=[new]), 1.0, 1.0)[0]
+    (w,) = agg.build(Drain.of(2, [new]), 1.0, 1.0)[0]
     # counters start from zero for the new process (not 40 - 1000 clamped), identity is new
     assert (w.start_time, w.comm, w.run_ns, w.switches_in) == (300, "new", 40, 6)
 
@@ -114,7 +114,7 @@ def test_pid_reused_before_the_old_row_was_reported() -> None:
     agg = _agg(fake)
     old = TaskSample(tid=60, tgid=60, run_ns=5, switches_in=5, start_ns=100 * TICK, exited=False,
                      comm="older")
-    (w,) = agg.build(Drain(now_ns=1, tasks=[old]), 0.0, 1.0)[0]
+    (w,) = agg.build(Drain.of(1, [old]), 0.0, 1.0)[0]
     assert w.start_time == 100 and w.comm == "older" and w.exited
 
 
@@ -122,5 +122,5 @@ def test_unknown_syscall_numbers_are_counted_as_unknown() -> None:
     fake = FakeProc()
     fake.procs[70] = _info(70, 1)
     agg = _agg(fake)
-    (w,) = agg.build(Drain(now_ns=1, tasks=[], syscalls={70: {9999: 4, 9998: 1}}), 0.0, 1.0)[0]
+    (w,) = agg.build(Drain.of(1, [], syscalls={70: {9999: 4, 9998: 1}}), 0.0, 1.0)[0]
     assert w.syscalls == {"unknown": 5}
