@@ -48,6 +48,28 @@ int main(void) {
 }
 """
 
+# Steady syscalls: 100 getppid() then 1 ms asleep, forever.
+BURST_C = r"""
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+    struct timespec ts = {0, 1000 * 1000};
+    for (;;) { for (int i = 0; i < 100; i++) syscall(SYS_getppid); nanosleep(&ts, 0); }
+}
+"""
+
+NGINX_CONF = """
+worker_processes 2;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    server {{ listen 127.0.0.1:{port}; root {tmp}/www; }}
+}}
+"""
+
 EMPTY_PROBE = r"""
 import sys
 from bcc import BPF
@@ -98,16 +120,22 @@ class Tracer:
         self.proc = None
 
 
-def bench_loop(loop: Path, calls: int, repeats: int) -> dict[str, object]:
+def _arms(with_syscount: bool = True) -> list[Tracer]:
     procsift = [sys.executable, "-m", "procsift.service.cli", "top", "--json", "-d", "1"]
     arms = [
         Tracer("none", None, None),
         Tracer("empty raw sys_enter (floor)", [sys.executable, "-c", EMPTY_PROBE], "ready", signal.SIGTERM),
         Tracer("procsift collector", procsift, '"rows"'),
+        Tracer("procsift, syscall duty 0.5", procsift + ["--syscall-duty", "0.5"], '"rows"'),
     ]
     syscount = shutil.which("syscount-bpfcc")
-    if syscount:
+    if syscount and with_syscount:
         arms.append(Tracer("bcc syscount", [syscount], "Tracing syscalls"))
+    return arms
+
+
+def bench_loop(loop: Path, calls: int, repeats: int) -> dict[str, object]:
+    arms = _arms()
     times: dict[str, list[float]] = {a.name: [] for a in arms}
     for r in range(repeats):
         order = arms[r % len(arms):] + arms[:r % len(arms)]
@@ -125,6 +153,67 @@ def bench_loop(loop: Path, calls: int, repeats: int) -> dict[str, object]:
         rows.append({"arm": name, "median_s": med, "ns_per_call": med / calls * 1e9,
                      "slowdown": med / base, "runs_s": ts})
     return {"calls": calls, "repeats": repeats, "arms": rows}
+
+
+def bench_nginx(tmp: Path, repeats: int, seconds: int) -> dict[str, object] | None:
+    """Requests/s of nginx serving a 2 KB page to wrk on 127.0.0.1, per arm."""
+    nginx, wrk = shutil.which("nginx"), shutil.which("wrk")
+    if not nginx or not wrk:
+        print("  (nginx or wrk missing: apt-get install nginx wrk; skipped)", file=sys.stderr)
+        return None
+    (tmp / "www").mkdir()
+    (tmp / "www" / "index.html").write_text("<html><body>" + "procsift " * 220 + "</body></html>")
+    port = 18080
+    (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, port=port))
+    master = subprocess.Popen([nginx, "-c", str(tmp / "nginx.conf"), "-g", "daemon off;"])
+    try:
+        time.sleep(1.0)
+        arms = _arms(with_syscount=True)
+        rps: dict[str, list[float]] = {a.name: [] for a in arms}
+        for r in range(repeats):
+            order = arms[r % len(arms):] + arms[:r % len(arms)]
+            for arm in order:
+                arm.start()
+                out = subprocess.run([wrk, "-t1", "-c16", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
+                                     capture_output=True, text=True, timeout=seconds + 30).stdout
+                arm.stop()
+                line = next(ln for ln in out.splitlines() if ln.startswith("Requests/sec:"))
+                rps[arm.name].append(float(line.split()[1]))
+        base = statistics.median(rps["none"])
+        return {"seconds": seconds, "repeats": repeats,
+                "arms": [{"arm": k, "median_rps": statistics.median(v), "relative": statistics.median(v) / base,
+                          "runs": v} for k, v in rps.items()]}
+    finally:
+        master.terminate()
+        master.wait(timeout=10)
+
+
+def bench_duty_accuracy(burst: Path, windows: int) -> dict[str, object]:
+    """Per-window syscall counts of a steady process: 50% duty estimate against the exact count."""
+    from procsift.collector.session import Collector  # noqa: PLC0415
+
+    proc = subprocess.Popen([str(burst)])
+    errors = []
+    try:
+        with Collector(window_s=1.0, pids=[proc.pid]) as full, \
+                Collector(window_s=1.0, pids=[proc.pid], syscall_duty=0.5) as half:
+            full.close_window()
+            half.close_window()
+            for _ in range(windows):
+                time.sleep(0.5)
+                half.probe.detach_syscalls()  # type: ignore[attr-defined]
+                time.sleep(0.5)
+                exact = sum(w.syscalls.get("getppid", 0) for w in full.close_window())
+                est = sum(w.syscalls.get("getppid", 0) for w in half.close_window())
+                half.probe.attach_syscalls()  # type: ignore[attr-defined]
+                if exact:
+                    errors.append(abs(est - exact) / exact)
+    finally:
+        proc.kill()
+        proc.wait()
+    errors.sort()
+    return {"windows": len(errors), "median_rel_error": statistics.median(errors),
+            "p90_rel_error": errors[int(0.9 * (len(errors) - 1))]}
 
 
 def bench_drain(ticker: Path, nproc: int, windows: int) -> dict[str, object]:
@@ -184,6 +273,7 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1000)
     ap.add_argument("--windows", type=int, default=8)
     ap.add_argument("--idle-seconds", type=int, default=20)
+    ap.add_argument("--nginx-seconds", type=int, default=5)
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("collector_overhead: needs root (BPF)", file=sys.stderr)
@@ -192,14 +282,20 @@ def main() -> int:
         tmp = Path(tmpd)
         loop = _compile(LOOP_C, "getppid_loop", tmp)
         ticker = _compile(TICKER_C, "ticker", tmp)
+        burst = _compile(BURST_C, "burst", tmp)
         print(f"syscall loop: {args.calls:,} getppid() x {args.repeats} repeats per arm", file=sys.stderr)
         loop_res = bench_loop(loop, args.calls, args.repeats)
         print(f"drain + build rows with {args.procs} live processes", file=sys.stderr)
         drain_res = bench_drain(ticker, args.procs, args.windows)
+        print("syscall duty cycle accuracy", file=sys.stderr)
+        duty_res = bench_duty_accuracy(burst, args.windows)
+        print("nginx requests/s under each arm", file=sys.stderr)
+        nginx_res = bench_nginx(tmp, max(3, args.repeats // 2), args.nginx_seconds)
     print("collector CPU on this machine", file=sys.stderr)
     idle_res = bench_idle_cpu(args.idle_seconds)
     result = {"host": os.uname().nodename, "kernel": os.uname().release, "ncpu": os.cpu_count(),
               "when": time.strftime("%Y-%m-%d %H:%M:%S"), "loop": loop_res, "drain": drain_res,
+              "duty_accuracy": duty_res, "nginx": nginx_res,
               "collector_cpu": idle_res}
     RESULTS.mkdir(exist_ok=True)
     tmp_out = RESULTS / ".collector_overhead.json.tmp"
@@ -216,6 +312,13 @@ def main() -> int:
         d = drain_res[kind]  # type: ignore[index]
         print(f"{kind:<10} {d['drain_build_ms_median']:10.1f} {d['drain_build_ms_max']:8.1f} "
               f"{d['rows_per_window_median']:6.0f} {d['cpu_percent_of_one_core']:11.2f}")
+    print(f"\nSyscall duty 0.5, steady process, {duty_res['windows']} windows: per-window count error "
+          f"median {100 * duty_res['median_rel_error']:.1f}%, p90 {100 * duty_res['p90_rel_error']:.1f}%")
+    if nginx_res:
+        print(f"\nnginx, 2 KB page, wrk -t1 -c16 {args.nginx_seconds} s, median of {nginx_res['repeats']}")
+        print(f"{'arm':<30} {'req/s':>10} {'relative':>9}")
+        for row in nginx_res["arms"]:  # type: ignore[index]
+            print(f"{row['arm']:<30} {row['median_rps']:10.0f} {row['relative']:8.3f}x")
     print(f"\nCollector process CPU at 1 s windows ({idle_res['seconds']:.0f} s): "
           f"{idle_res['cpu_percent_of_one_core']:.2f}% of one core")
     print(f"\nwrote {RESULTS / 'collector_overhead.json'}")
