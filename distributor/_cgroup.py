@@ -36,6 +36,11 @@ def find_cpu_hierarchy(root: Path = CGROUP_ROOT) -> tuple[Path, int] | None:
     return None
 
 
+def _set(path: Path, value: str) -> None:
+    if path.read_text().strip() != value:
+        path.write_text(value)
+
+
 @dataclass(frozen=True)
 class _Group:
     weight: int | None
@@ -88,13 +93,14 @@ class CgroupBackend:
             if self.version == 2:
                 (parent / "cgroup.subtree_control").write_text("+cpu")
         d.mkdir(exist_ok=True)
-        if self.version == 1:
-            shares = max(2, round((weight or 100) * 1024 / 100))  # v1 shares: 1024 is the default
-            (d / "cpu.shares").write_text(str(shares))
-        else:
-            (d / "cpu.weight").write_text(str(weight or 100))
-        if (d / "cpu.idle").exists():
-            (d / "cpu.idle").write_text("1" if idle else "0")
+        idle_file = d / "cpu.idle"
+        if idle_file.exists():
+            _set(idle_file, "1" if idle else "0")
+        if not idle:  # an idle group refuses weight changes (EINVAL); its weight is the minimum anyway
+            if self.version == 1:
+                _set(d / "cpu.shares", str(max(2, round((weight or 100) * 1024 / 100))))  # 1024 = default
+            else:
+                _set(d / "cpu.weight", str(weight or 100))
         return f"/{self.parent}/{g.name}"
 
     def move(self, pid: int, path: str) -> None:
