@@ -101,6 +101,8 @@ class Applier:
         self.default_slice = _sys.probe_slice()
         self.protected = {1, os.getpid(), os.getppid(), *protect}
         self._opened = False
+        self._ag_members: dict[str, list[int]] | None = None
+        self._plan_ag: dict[int, int | None] = {}
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
@@ -123,6 +125,8 @@ class Applier:
         """Make live processes match the plan; restore processes the plan no longer mentions."""
         self._open()
         report = ApplyReport()
+        self._ag_members = None
+        self._plan_ag = {a.pid: a.autogroup_nice for a in plan.actions}
         pending: list[_Pending] = []
         wanted = set()
         for action in plan.actions:
@@ -283,7 +287,7 @@ class Applier:
             del entry["cgroup"]
         if self.backend == "autogroup":
             ag = _sys.read_autogroup(action.pid)
-            if ag and action.autogroup_nice is not None:
+            if ag and action.autogroup_nice is not None and self._autogroup_agrees(ag[0], action):
                 name, nice = ag
                 if "autogroup" not in entry:
                     shared = next((e["autogroup"]["orig"] for e in self.journal.processes.values()
@@ -292,6 +296,29 @@ class Applier:
                 entry["autogroup"]["set"] = action.autogroup_nice
                 if nice != action.autogroup_nice:
                     pending.autogroup = action.autogroup_nice
+
+    def _autogroup_agrees(self, name: str, action: Action) -> bool:
+        """Autogroup nice weighs a whole session: only when every member is planned to that same nice.
+
+        The planner checks this over the processes it saw; this re-checks against every
+        process now in /proc, so a process the planner never saw is never re-weighted.
+        """
+        if self._ag_members is None:
+            self._ag_members = {}
+            for d in os.listdir(_sys.PROC):
+                if d.isdigit():
+                    try:
+                        got = _sys.read_autogroup(int(d))
+                    except (ProcessGone, AccessDenied):
+                        continue
+                    if got:
+                        self._ag_members.setdefault(got[0], []).append(int(d))
+        members = self._ag_members.get(name, [])
+        ok = bool(members) and all(self._plan_ag.get(pid) == action.autogroup_nice for pid in members)
+        if not ok:
+            log_event("autogroup-skip", logging.DEBUG, pid=action.pid, autogroup=name,
+                      why="other members of the autogroup are not planned to the same nice")
+        return ok
 
     def _drift(self, pid: int, entry: dict[str, Any], cur: dict[int, dict[str, Any]]) -> str:
         """Which value someone else changed since procsift set it ("" if none)."""
