@@ -160,8 +160,11 @@ class Applier:
         for key in list(self.journal.processes):
             self._restore_key(key, report, why="restore")
         self._save()
-        if self.cgroups is not None and not self.dry_run:
-            self.cgroups.remove_empty_groups()
+        if not self.dry_run:
+            try:
+                (self.cgroups or CgroupBackend()).remove_empty_groups()
+            except BackendUnavailable:
+                pass
         return report
 
     def close(self) -> None:

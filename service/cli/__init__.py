@@ -17,6 +17,7 @@ from procsift.collector.errors import ProcsiftError
 _VERB_MODULES = (
     "procsift.service.cli._collect",
     "procsift.service.cli._simulate",
+    "procsift.service.cli._distribute",
 )
 
 __all__ = ["main", "build_parser"]
