@@ -147,6 +147,7 @@ class Applier:
         for key in list(self.journal.processes):
             if key not in wanted:
                 self._restore_key(key, report, why="no longer planned")
+        self.journal.backed_off = {k for k in self.journal.backed_off if k in wanted or self._alive_key(k)}
         self._save()  # originals and intended values are on disk before the first write
         for p in pending:
             self._execute(p, report)
@@ -236,6 +237,8 @@ class Applier:
                 self._back_off(key, entry, drift, report)
                 return None
         else:
+            if not cur:
+                raise ProcessGone(action.pid, st.comm)
             main = cur.get(action.pid) or next(iter(cur.values()))
             entry = {"pid": action.pid, "start_time": action.start_time, "comm": st.comm,
                      "default": main, "threads": {str(t): v for t, v in cur.items()},
