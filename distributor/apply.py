@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from procsift.distributor import _sys
-from procsift.distributor._cgroup import PARENT, CgroupBackend, find_cpu_hierarchy
+from procsift.distributor._cgroup import PREFIX, CgroupBackend, find_cpu_hierarchy
 from procsift.distributor._log import log_event
 from procsift.distributor._threadstate import FIELDS, is_fair, read_thread, same, write_thread
 from procsift.distributor.errors import AccessDenied, BackendUnavailable, ProcessGone
@@ -89,13 +89,13 @@ class Applier:
     """
 
     def __init__(self, journal_path: str | Path, backend: str = "auto", dry_run: bool = False,
-                 protect: tuple[int, ...] = (), cgroup_parent: str = PARENT) -> None:
+                 protect: tuple[int, ...] = (), cgroup_prefix: str = PREFIX) -> None:
         self.dry_run = dry_run
         self.journal = Journal(journal_path)
         self.backend = resolve_backend(backend)
         self.cgroups: CgroupBackend | None = None
         if self.backend == "cgroup":
-            self.cgroups = CgroupBackend(parent=cgroup_parent)
+            self.cgroups = CgroupBackend(prefix=cgroup_prefix)
         elif self.backend not in ("autogroup", "none"):
             raise BackendUnavailable(f"unknown backend {backend!r}; allowed: auto, cgroup, autogroup, none")
         self.default_slice = _sys.probe_slice()
@@ -278,7 +278,7 @@ class Applier:
         if self.cgroups is not None and (action.cpu_weight is not None or action.cpu_idle):
             now = self.cgroups.current(action.pid)
             target = self.cgroups.group_path(action.cpu_weight, action.cpu_idle) if not self.dry_run \
-                else f"/{self.cgroups.parent}/(w{action.cpu_weight}{'-idle' if action.cpu_idle else ''})"
+                else f"/{self.cgroups.prefix}.(w{action.cpu_weight}{'-idle' if action.cpu_idle else ''})"
             if "cgroup" not in entry:
                 if now != "/" and not self.cgroups.is_ours(now):
                     report.notes.append(f"{action.pid}: in cgroup {now}, not moved")

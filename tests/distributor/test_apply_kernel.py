@@ -211,17 +211,17 @@ def test_a_boost_that_ends_goes_back_to_the_original(child: Child, journal: Path
 @pytest.mark.skipif(find_cpu_hierarchy() is None, reason="no writable cpu cgroup hierarchy")
 def test_cgroup_backend_moves_whole_process_and_back(child: Child, journal: Path) -> None:
     parent = f"procsift-test-{os.getpid()}"
-    a = Applier(journal, backend="cgroup", cgroup_parent=parent)
+    a = Applier(journal, backend="cgroup", cgroup_prefix=parent)
     assert a.cgroups is not None
     a.apply(Plan((action(child.pid, cpu_idle=True, cpu_weight=1, **BG),)))
-    group = a.cgroups.mount / parent / "w1-idle"
-    assert rb.cpu_cgroup(child.pid) == f"/{parent}/w1-idle"
+    group = a.cgroups.mount / f"{parent}.w1-idle"
+    assert rb.cpu_cgroup(child.pid) == f"/{parent}.w1-idle"
     assert (group / "cpu.idle").read_text().strip() == "1"
     child.spawn(2)  # later threads are in the group too: cgroup membership is inherited
     assert sorted(map(int, (group / "tasks").read_text().split())) == child.tids()
     a.restore_all()
     assert rb.cpu_cgroup(child.pid) == "/"
-    assert not (a.cgroups.mount / parent).exists()
+    assert not group.exists()
 
 
 def test_autogroup_nice_only_for_a_session_that_is_all_background(make_child, journal: Path) -> None:
