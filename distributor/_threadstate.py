@@ -9,6 +9,7 @@ from procsift.distributor import _sys
 __all__ = ["FIELDS", "read_thread", "write_thread", "same", "is_fair"]
 
 FIELDS = ("nice", "affinity", "io", "policy", "slice")
+_SCHED_FIELDS = ("nice", "policy", "slice")  # set together by sched_setattr; never on realtime threads
 ThreadState = dict[str, Any]
 
 
@@ -18,10 +19,13 @@ def is_fair(policy: int) -> bool:
 
 
 def read_thread(tid: int, default_slice: int | None) -> ThreadState:
-    """The thread's values now. slice is None unless a custom EEVDF slice is set (and supported)."""
+    """The thread's values now. slice is the EEVDF slice in ns (None where unsupported or not fair).
+
+    The kernel reports the slice in use whether or not it is custom, so the default value
+    stands for "no custom slice"; write_thread turns it back into 0 (which clears custom_slice).
+    """
     policy, nice, runtime = _sys.sched_getattr(tid)
-    slice_ns = None if default_slice is None or runtime in (0, default_slice) or not is_fair(policy) \
-        else int(runtime)
+    slice_ns = int(runtime) if default_slice is not None and is_fair(policy) and runtime else None
     io_class, level = _sys.ioprio_get(tid)
     return {"nice": nice, "affinity": list(_sys.get_affinity(tid)), "io": [io_class, level],
             "policy": policy, "slice": slice_ns}
@@ -36,7 +40,7 @@ def same(field: str, a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def write_thread(tid: int, want: ThreadState, cur: ThreadState) -> list[str]:
+def write_thread(tid: int, want: ThreadState, cur: ThreadState, default_slice: int | None) -> list[str]:
     """Write the fields in `want` to one thread; returns the fields written.
 
     sched_setattr sets policy, nice and slice together (and sched_setscheduler would reset a
@@ -47,7 +51,7 @@ def write_thread(tid: int, want: ThreadState, cur: ThreadState) -> list[str]:
         policy = want.get("policy", cur["policy"])
         nice = want.get("nice", cur["nice"])
         slice_ns = want["slice"] if "slice" in want else cur["slice"]
-        _sys.sched_setattr(tid, policy, nice, slice_ns or 0)
+        _sys.sched_setattr(tid, policy, nice, 0 if slice_ns in (None, default_slice) else slice_ns)
         done += [f for f in ("policy", "nice", "slice") if f in want]
     elif "nice" in want:
         _sys.set_nice(tid, want["nice"])

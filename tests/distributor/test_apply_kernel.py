@@ -234,3 +234,18 @@ def test_autogroup_nice_only_for_a_session_that_is_all_background(make_child, jo
     assert rb.autogroup(mine.pid) == mine_before
     a.restore_all()
     assert rb.autogroup(alone.pid)[1] == 0
+
+
+@pytest.mark.skipif(not SLICE, reason="kernel without a custom EEVDF slice (6.12+)")
+def test_a_slice_equal_to_the_default_is_not_taken_for_someone_elses_change(child: Child,
+                                                                           journal: Path) -> None:
+    default = _sys.probe_slice()
+    assert default is not None
+    a = Applier(journal, backend="none")
+    act = action(child.pid, slice_us=default // 1000, nice=4)
+    a.apply(Plan((act,)))
+    report = a.apply(Plan((act,)))
+    assert report.backed_off == 0 and {rb.nice(child.pid, t) for t in child.tids()} == {4}
+    a.restore_all()
+    assert {rb.nice(child.pid, t) for t in child.tids()} == {0}
+    assert {rb.slice_ns(t) for t in child.tids()} == {default}
