@@ -44,6 +44,7 @@ class _Pending:
     writes: list[tuple[int, dict[str, Any], dict[str, Any]]]
     move: str | None = None
     autogroup: int | None = None
+    autogroup_name: str | None = None
 
 
 def _key(pid: int, start_time: int) -> str:
@@ -273,7 +274,10 @@ class Applier(_Restorer):
             if self.cgroups.current(action.pid) == entry["cgroup"]["set"]:
                 pending.move = entry["cgroup"]["orig"]
             del entry["cgroup"]
-        if self.backend == "autogroup":
+        in_cgroup = "cgroup" in entry and pending.move != entry["cgroup"]["orig"]
+        if self.backend == "autogroup" or (self.backend == "cgroup" and not in_cgroup):
+            # Under the cgroup backend a process left in the root cpu cgroup is still weighed
+            # by its autogroup, so an agreed autogroup nice is what makes its nice count.
             ag = _sys.read_autogroup(action.pid)
             if ag and action.autogroup_nice is not None and self._autogroup_agrees(ag[0], action):
                 name, nice = ag
@@ -284,6 +288,13 @@ class Applier(_Restorer):
                 entry["autogroup"]["set"] = action.autogroup_nice
                 if nice != action.autogroup_nice:
                     pending.autogroup = action.autogroup_nice
+            elif "autogroup" in entry:  # no longer agreed (a boost ended, a member changed label)
+                mine = entry.pop("autogroup")
+                shared = any(e.get("autogroup", {}).get("name") == mine["name"]
+                             for e in self.journal.processes.values() if e is not entry)
+                if not shared and ag and ag[0] == mine["name"] and ag[1] == mine["set"]:
+                    pending.autogroup = mine["orig"]
+                    pending.autogroup_name = mine["name"]
 
     def _autogroup_agrees(self, name: str, action: Action) -> bool:
         """Autogroup nice weighs a whole session: only when every member is planned to that same nice.
@@ -377,7 +388,8 @@ class Applier(_Restorer):
         if ag is not None:
             self._check(action.pid, action.start_time)
             log_event("would-set" if self.dry_run else "set", pid=action.pid, comm=action.comm,
-                      field="autogroup_nice", new=ag, autogroup=entry["autogroup"]["name"], rule=action.rule)
+                      field="autogroup_nice", new=ag, rule=action.rule,
+                      autogroup=p.autogroup_name or entry["autogroup"]["name"])
             if not self.dry_run:
                 _sys.write_autogroup(action.pid, ag)
                 n += 1

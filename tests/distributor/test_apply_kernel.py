@@ -249,3 +249,55 @@ def test_a_slice_equal_to_the_default_is_not_taken_for_someone_elses_change(chil
     a.restore_all()
     assert {rb.nice(child.pid, t) for t in child.tids()} == {0}
     assert {rb.slice_ns(t) for t in child.tids()} == {default}
+
+
+def cpu_ticks(pid: int) -> int:
+    f = rb.stat_fields(pid, pid)
+    return int(f[14]) + int(f[15])
+
+
+def fg_share(fg: subprocess.Popen[bytes], bg: subprocess.Popen[bytes], seconds: float = 1.0) -> float:
+    """The share of one CPU the foreground hog got while both compete for it."""
+    import time
+    f0, b0 = cpu_ticks(fg.pid), cpu_ticks(bg.pid)
+    time.sleep(seconds)
+    f, b = cpu_ticks(fg.pid) - f0, cpu_ticks(bg.pid) - b0
+    return f / max(1, f + b)
+
+
+@pytest.mark.parametrize("backend", ["cgroup", "autogroup"])
+def test_background_really_yields_across_sessions(backend: str, journal: Path) -> None:
+    """Two hogs on one CPU, each in its own session (autogroup): the placed one must give way."""
+    if backend == "cgroup" and find_cpu_hierarchy() is None:
+        pytest.skip("no writable cpu cgroup hierarchy")
+    if backend == "autogroup" and Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+        pytest.skip("autogroup is off")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2)]
+    try:
+        for h in hogs:
+            os.sched_setaffinity(h.pid, {min(os.sched_getaffinity(0))})
+        fg, bg = hogs
+        before = fg_share(fg, bg, 0.5)
+        a = Applier(journal, backend=backend, cgroup_prefix=f"procsift-test-{os.getpid()}")
+        a.apply(Plan((action(bg.pid, nice=19, cpu_idle=True, cpu_weight=1, autogroup_nice=19),)))
+        during = fg_share(fg, bg)
+        a.restore_all()
+        assert 0.3 < before < 0.7  # an even split to begin with
+        assert during > 0.85, f"fg share {during:.2f} with bg placed by {backend} (before {before:.2f})"
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def test_autogroup_nice_goes_back_when_no_longer_planned(make_child, journal: Path) -> None:
+    alone = make_child(new_session=True)
+    a = Applier(journal, backend="autogroup")
+    a.apply(Plan((action(alone.pid, nice=-4, autogroup_nice=-4),)))
+    assert rb.autogroup(alone.pid)[1] == -4
+    a.apply(Plan((action(alone.pid, nice=-4),)))  # e.g. contention over: the planner no longer asks
+    assert rb.autogroup(alone.pid)[1] == 0
+    assert {rb.nice(alone.pid, t) for t in alone.tids()} == {-4}
+    a.restore_all()
+    assert {rb.nice(alone.pid, t) for t in alone.tids()} == {0}
