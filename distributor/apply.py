@@ -89,6 +89,7 @@ class Applier(_Restorer):
         self._opened = False
         self._ag_members: dict[str, list[int]] | None = None
         self._plan_ag: dict[int, int | None] = {}
+        self._given_up: set[str] = set()
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
@@ -199,6 +200,9 @@ class Applier(_Restorer):
         """Phase 1: check, detect someone else's change, journal originals and intended values."""
         if key in self.journal.backed_off:
             report.backed_off += 1
+            return None
+        if key in self._given_up:
+            report.failed += 1
             return None
         st = self._check(action.pid, action.start_time)
         why = self._refuse(action.pid, st)
@@ -362,13 +366,15 @@ class Applier(_Restorer):
             self._forget(_key(action.pid, action.start_time))
             log_event("gone", pid=action.pid, comm=action.comm)
             return
-        except AccessDenied as err:
+        except (AccessDenied, OSError) as err:  # e.g. EINVAL: affinity outside the process's cpuset
+            # Half-applied and the journal says otherwise: withdraw, and do not retry this run
+            # (the next window would otherwise mistake the unwritten values for someone's change).
             report.failed += 1
-            log_event("denied", logging.WARNING, pid=action.pid, comm=action.comm, why=str(err))
-            return
-        except OSError as err:  # e.g. EINVAL: affinity outside the process's cpuset
-            report.failed += 1
-            log_event("failed", logging.WARNING, pid=action.pid, comm=action.comm, why=str(err))
+            key = _key(action.pid, action.start_time)
+            log_event("failed", logging.WARNING, pid=action.pid, comm=action.comm, why=str(err),
+                      then="withdrawn; not retried until procsift restarts")
+            self._restore_key(key, ApplyReport(), why="failed")
+            self._given_up.add(key)
             return
         report.writes += n
         if n:

@@ -301,3 +301,13 @@ def test_autogroup_nice_goes_back_when_no_longer_planned(make_child, journal: Pa
     assert {rb.nice(alone.pid, t) for t in alone.tids()} == {-4}
     a.restore_all()
     assert {rb.nice(alone.pid, t) for t in alone.tids()} == {0}
+
+
+def test_a_write_the_kernel_refuses_is_withdrawn_not_half_applied(child: Child, journal: Path) -> None:
+    offline = max(os.sched_getaffinity(0)) + 1000  # no such CPU: sched_setaffinity says EINVAL
+    a = Applier(journal, backend="none")
+    report = a.apply(Plan((action(child.pid, nice=6, cpus=(offline,)),)))
+    assert report.failed == 1
+    assert {rb.nice(child.pid, t) for t in child.tids()} == {0}
+    assert json.loads(journal.read_text())["processes"] == {}
+    assert a.apply(Plan((action(child.pid, nice=6, cpus=(offline,)),))).failed == 1
