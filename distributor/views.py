@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from procsift.collector.schema import Window
 
 __all__ = ["Psi", "ProcessView", "SystemView", "Action", "Plan", "PlannerState"]
 
@@ -40,6 +44,14 @@ class ProcessView:
     run_ns: int = 0
     dispatches: int = 0
     """switches_in in the window: run-queue delay per dispatch is runq_ns / dispatches."""
+
+    @classmethod
+    def from_window(cls, w: Window, label: str | None, probability: float = 1.0,
+                    autogroup: str | None = None) -> ProcessView:
+        """Build the planner's view from a collector Window row plus the model's smoothed label."""
+        return cls(pid=w.pid, start_time=w.start_time, comm=w.comm, label=label, probability=probability,
+                   exe=w.exe, uid=w.uid, ppid=w.ppid, cgroup=w.cgroup, autogroup=autogroup,
+                   nthreads=w.nthreads, runq_ns=w.runq_ns, run_ns=w.run_ns, dispatches=w.switches_in)
 
 
 @dataclass(frozen=True)

@@ -242,3 +242,12 @@ def test_planning_is_pure() -> None:
     pol = parse_policy(policy_text("fair-share"))
     views = procs(interactive=3, background=3)
     assert plan(pol, views, cpus(2)) == plan(pol, views, cpus(2))
+
+
+def test_view_from_a_collector_window() -> None:
+    from procsift.collector.schema import Window
+    w = Window(host="h", t_start=0.0, dur_s=1.0, pid=42, start_time=7, ppid=1, comm="nginx", exe="/usr/sbin/nginx",
+               uid=33, cgroup="/system.slice/nginx.service", runq_ns=5_000_000, switches_in=10)
+    v = ProcessView.from_window(w, "html-serving", 0.9, "/autogroup-3")
+    assert (v.pid, v.start_time, v.label, v.probability, v.dispatches, v.autogroup) == \
+        (42, 7, "html-serving", 0.9, 10, "/autogroup-3")
