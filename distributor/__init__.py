@@ -4,6 +4,7 @@ Pure: load_policy / parse_policy (policy TOML), plan (the four policies), parse_
 Side effects: Applier (the only thing that changes processes), read_psi (reads /proc).
 """
 
+from procsift.distributor._sys import read_autogroup as autogroup_of
 from procsift.distributor.apply import Applier, ApplyReport, resolve_backend
 from procsift.distributor.errors import BackendUnavailable, JournalError, PolicyError
 from procsift.distributor.journal import STATE_DIR_ENV, default_journal_path
@@ -15,7 +16,7 @@ from procsift.distributor.psi import parse_psi, read_psi
 from procsift.distributor.views import Action, Plan, PlannerState, ProcessView, Psi, SystemView
 
 __all__ = [
-    "Action", "Applier", "ApplyReport", "BackendUnavailable", "ExceptionRule", "JournalError",
+    "Action", "Applier", "ApplyReport", "autogroup_of", "BackendUnavailable", "ExceptionRule", "JournalError",
     "Plan", "PlannerState", "Policy", "PolicyError", "ProcessView", "Profile", "Psi",
     "STATE_DIR_ENV", "SystemView", "default_journal_path", "load_policy", "parse_policy",
     "parse_psi", "plan", "read_psi", "resolve_backend", "system_view",

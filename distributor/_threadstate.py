@@ -51,7 +51,11 @@ def write_thread(tid: int, want: ThreadState, cur: ThreadState, default_slice: i
         policy = want.get("policy", cur["policy"])
         nice = want.get("nice", cur["nice"])
         slice_ns = want["slice"] if "slice" in want else cur["slice"]
-        _sys.sched_setattr(tid, policy, nice, 0 if slice_ns in (None, default_slice) else slice_ns)
+        if default_slice is not None:
+            _sys.sched_setattr(tid, policy, nice, 0 if slice_ns in (None, default_slice) else slice_ns)
+        else:  # no custom slice here: sched_setscheduler keeps nice, then setpriority sets it
+            _sys.set_policy(tid, policy)
+            _sys.set_nice(tid, nice)
         done += [f for f in ("policy", "nice", "slice") if f in want]
     elif "nice" in want:
         _sys.set_nice(tid, want["nice"])

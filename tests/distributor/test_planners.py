@@ -251,3 +251,12 @@ def test_view_from_a_collector_window() -> None:
     v = ProcessView.from_window(w, "html-serving", 0.9, "/autogroup-3")
     assert (v.pid, v.start_time, v.label, v.probability, v.dispatches, v.autogroup) == \
         (42, 7, "html-serving", 0.9, 10, "/autogroup-3")
+
+
+@pytest.mark.parametrize("ncpu,expect", [(1, None), (2, None), (4, (2, 3)), (64, (2, 3))])
+def test_profile_cpus_are_bounded_by_the_online_cpus(ncpu: int, expect: tuple[int, ...] | None) -> None:
+    text = policy_text("html-first", HTML).replace("nice = 10\n", 'nice = 10\ncpus = "2-3"\n')
+    p = plan(parse_policy(text), procs(background=1), cpus(ncpu))
+    assert p.actions[0].cpus == expect
+    if expect is None:
+        assert "none online" in p.actions[0].rule
