@@ -148,3 +148,22 @@ def test_check_policy_cli_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith(f"procsift: error: {f}:9: nice = 99")
     assert main(["check-policy"]) == 0
+
+
+def test_line_of_a_nested_table_key_and_of_an_inline_table() -> None:
+    text = policy_text("deadline", "[deadline]\nceiling = 8\n[deadline.target_ms]\ninteractive = 10\n"
+                       "background = -1\n")
+    assert error_of(text).line == line_of(text, "background = -1")
+    inline = textwrap.dedent("""\
+        [policy]
+        kind = "fair-share"
+
+        [profiles]
+        fast = { nice = -3 }
+        slow = { nice = 99 }
+
+        [labels]
+        background = "slow"
+        """)
+    err = error_of(inline)
+    assert err.line == 6 and "nice = 99" in str(err)
