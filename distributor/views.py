@@ -121,3 +121,10 @@ class Plan:
     def for_pid(self, pid: int) -> Action | None:
         """The action for a pid, if any (for `explain`)."""
         return next((a for a in self.actions if a.pid == pid), None)
+
+    def why(self, pid: int) -> str | None:
+        """Why a pid got its action, or why it was left alone; None if the plan never saw it."""
+        action = self.for_pid(pid)
+        if action is not None:
+            return action.rule
+        return next((why for p, why in self.skipped if p == pid), None)

@@ -260,3 +260,12 @@ def test_profile_cpus_are_bounded_by_the_online_cpus(ncpu: int, expect: tuple[in
     assert p.actions[0].cpus == expect
     if expect is None:
         assert "none online" in p.actions[0].rule
+
+
+def test_plan_says_why_for_explain() -> None:
+    pol = parse_policy(policy_text("fair-share", EXC))
+    views = [ProcessView(pid=10, start_time=1, comm="sshd", label="background"),
+             ProcessView(pid=16, start_time=1, comm="cc", label="background")]
+    p = plan(pol, views, cpus(2))
+    assert "fair-share: background" in (p.why(16) or "") and "comm=sshd" in (p.why(10) or "")
+    assert p.why(999) is None
