@@ -223,6 +223,7 @@ class Applier(_Restorer):
             if drift:
                 self._back_off(key, entry, drift, report)
                 return None
+            self._note_new_threads(entry, cur)
         else:
             if not cur:
                 raise ProcessGone(action.pid, st.comm)
@@ -258,6 +259,18 @@ class Applier(_Restorer):
         if not writes and pending.move is None and pending.autogroup is None:
             report.unchanged += 1
         return pending
+
+    @staticmethod
+    def _note_new_threads(entry: dict[str, Any], cur: dict[int, dict[str, Any]]) -> None:
+        """Journal originals for threads born since: a value equal to procsift's was inherited
+        (its original is the process's), anything else the program chose itself (keep it)."""
+        threads, applied, default = entry["threads"], entry["applied"], entry["default"]
+        for tid, now in cur.items():
+            if str(tid) not in threads:
+                threads[str(tid)] = {f: default[f] if f in applied and same(f, now[f], applied[f]) else now[f]
+                                     for f in FIELDS}
+        for tid_s in [t for t in threads if int(t) not in cur]:
+            del threads[tid_s]  # exited: nothing to restore, and its number may be reused
 
     def _prepare_placement(self, action: Action, entry: dict[str, Any], pending: _Pending,
                            report: ApplyReport) -> None:

@@ -311,3 +311,17 @@ def test_a_write_the_kernel_refuses_is_withdrawn_not_half_applied(child: Child, 
     assert {rb.nice(child.pid, t) for t in child.tids()} == {0}
     assert json.loads(journal.read_text())["processes"] == {}
     assert a.apply(Plan((action(child.pid, nice=6, cpus=(offline,)),))).failed == 1
+
+
+def test_a_thread_the_program_started_with_its_own_nice_gets_that_nice_back(child: Child, journal: Path) -> None:
+    a = Applier(journal, backend="none")
+    act = action(child.pid, nice=7)
+    a.apply(Plan((act,)))
+    old = set(child.tids())
+    child.spawn(1)
+    (new,) = set(child.tids()) - old
+    os.setpriority(os.PRIO_PROCESS, new, 2)  # the program sets its new worker's nice itself
+    a.apply(Plan((act,)))
+    assert rb.nice(child.pid, new) == 7
+    a.restore_all()
+    assert rb.nice(child.pid, new) == 2 and {rb.nice(child.pid, t) for t in old} == {0}
