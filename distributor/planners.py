@@ -33,14 +33,16 @@ def excepted(rules: Sequence[ExceptionRule], procs: Iterable[ProcessView]) -> di
         rule = next((r for r in rules if _matches(r, p)), None)
         if rule is not None:
             direct[p.pid] = f"{rule.describe()} (policy line {rule.line})" if rule.line else rule.describe()
-    parent = {p.pid: p.ppid for p in procs}
+    # PID 1 passes nothing on: an exception matching init (say comm = "systemd*") must not
+    # exempt the whole system. It is never touched anyway.
+    parent = {p.pid: p.ppid for p in procs if p.pid != 1}
     out: dict[int, str] = {}
     for p in procs:
         pid, seen = p.pid, set()
         while pid in parent and pid not in seen and pid not in direct:
             seen.add(pid)
             pid = parent[pid]
-        if pid in direct:
+        if pid in direct and (pid != 1 or p.pid == 1):
             out[p.pid] = direct[pid] if pid == p.pid else f"descendant of {pid}: {direct[pid]}"
     return out
 
@@ -234,7 +236,9 @@ def plan(policy: Policy, procs: Sequence[ProcessView], system: SystemView,
     eligible: list[tuple[ProcessView, Profile]] = []
     for p in procs:
         prof = policy.profile_for(p.label)
-        if p.pid in exc:
+        if p.pid == 1:
+            skipped.append((p.pid, "PID 1 is never touched"))
+        elif p.pid in exc:
             skipped.append((p.pid, exc[p.pid]))
         elif p.label is None:
             skipped.append((p.pid, "no label yet"))

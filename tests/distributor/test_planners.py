@@ -269,3 +269,23 @@ def test_plan_says_why_for_explain() -> None:
     p = plan(pol, views, cpus(2))
     assert "fair-share: background" in (p.why(16) or "") and "comm=sshd" in (p.why(10) or "")
     assert p.why(999) is None
+
+
+def test_an_exception_matching_init_does_not_exempt_the_whole_system() -> None:
+    pol = parse_policy(policy_text("fair-share", '[[exceptions]]\ncomm = "systemd*"\n'))
+    views = [ProcessView(pid=1, start_time=1, comm="systemd", label="background", ppid=0),
+             ProcessView(pid=300, start_time=1, comm="systemd-journal", label="background", ppid=1),
+             ProcessView(pid=301, start_time=1, comm="cc", label="background", ppid=1)]
+    p = plan(pol, views, cpus(2))
+    assert [a.pid for a in p.actions] == [301] and {pid for pid, _ in p.skipped} == {1, 300}
+
+
+def test_bundled_default_exceptions_leave_ordinary_work_placeable() -> None:
+    from procsift.distributor import load_policy
+    views = [ProcessView(pid=1, start_time=1, comm="systemd", label="background", ppid=0),
+             ProcessView(pid=700, start_time=1, comm="sshd", label="background", ppid=1),
+             ProcessView(pid=701, start_time=1, comm="bash", label="interactive", ppid=700),
+             ProcessView(pid=702, start_time=1, comm="make", label="background", ppid=701),
+             ProcessView(pid=703, start_time=1, comm="pipewire", label="interactive", ppid=1)]
+    p = plan(load_policy(), views, cpus(2))
+    assert {a.pid for a in p.actions} == {700, 701, 702} and p.why(1) == "PID 1 is never touched"
