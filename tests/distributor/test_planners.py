@@ -228,14 +228,14 @@ def test_unlabelled_low_probability_and_unmapped_are_left_alone() -> None:
 
 def test_autogroup_nice_only_when_the_whole_autogroup_agrees() -> None:
     pol = parse_policy(policy_text("fair-share"))
-    views = [ProcessView(pid=1, start_time=1, comm="hog", label="background", autogroup="/autogroup-1"),
-             ProcessView(pid=2, start_time=1, comm="hog", label="background", autogroup="/autogroup-1"),
+    views = [ProcessView(pid=11, start_time=1, comm="hog", label="background", autogroup="/autogroup-1"),
+             ProcessView(pid=12, start_time=1, comm="hog", label="background", autogroup="/autogroup-1"),
              ProcessView(pid=3, start_time=1, comm="make", label="background", autogroup="/autogroup-2"),
              ProcessView(pid=4, start_time=1, comm="bash", label="interactive", autogroup="/autogroup-2"),
              ProcessView(pid=5, start_time=1, comm="cc", label="background", autogroup="/autogroup-3"),
              ProcessView(pid=6, start_time=1, comm="vim", label=None, autogroup="/autogroup-3")]
     by = {a.pid: a.autogroup_nice for a in plan(pol, views, cpus(2)).actions}
-    assert by == {1: 10, 2: 10, 3: None, 4: None, 5: None}
+    assert by == {11: 10, 12: 10, 3: None, 4: None, 5: None}
 
 
 def test_planning_is_pure() -> None:
