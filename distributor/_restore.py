@@ -120,6 +120,7 @@ class _Restorer:
                 log_event("would-move" if self.dry_run else "move", pid=entry["pid"], comm=entry["comm"],
                           cgroup=cg["orig"], why="restore")
                 if not self.dry_run:
+                    self._check(entry["pid"], entry["start_time"])
                     backend.move(entry["pid"], cg["orig"])
                     n += 1
         ag = entry.get("autogroup")
@@ -131,6 +132,7 @@ class _Restorer:
                 log_event("would-restore" if self.dry_run else "restore", pid=entry["pid"],
                           comm=entry["comm"], field="autogroup_nice", old=now_ag[1], new=ag["orig"])
                 if not self.dry_run:
+                    self._check(entry["pid"], entry["start_time"])
                     _sys.write_autogroup(entry["pid"], ag["orig"])
                     n += 1
         return n
