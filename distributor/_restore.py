@@ -7,6 +7,7 @@ since is left as they set it, and said so in the log.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ class _Restorer:
             n += self._restore_placement(entry, key)
         except ProcessGone:
             report.gone += 1
+            report.writes += self._restore_orphan_autogroup(entry, key)
         except (AccessDenied, OSError) as err:
             report.failed += 1
             log_event("restore-failed", logging.WARNING, pid=pid, comm=entry["comm"], why=str(err))
@@ -136,3 +138,26 @@ class _Restorer:
                     _sys.write_autogroup(entry["pid"], ag["orig"])
                     n += 1
         return n
+
+    def _restore_orphan_autogroup(self, entry: dict[str, Any], key: str) -> int:
+        """The process is gone but its session may live on (a new command in that terminal):
+        put the autogroup nice back through any member still there. Autogroup ids are not reused."""
+        ag = entry.get("autogroup")
+        if not ag or self.dry_run or any(e.get("autogroup", {}).get("name") == ag["name"]
+                                         for k, e in self.journal.processes.items() if k != key):
+            return 0
+        for d in os.listdir(_sys.PROC):
+            if not d.isdigit():
+                continue
+            try:
+                now = _sys.read_autogroup(int(d))
+                if now and now[0] == ag["name"]:
+                    if now[1] == ag["set"]:
+                        log_event("restore", pid=int(d), field="autogroup_nice", old=now[1], new=ag["orig"],
+                                  autogroup=ag["name"], why=f"member of the session of gone pid {entry['pid']}")
+                        _sys.write_autogroup(int(d), ag["orig"])
+                        return 1
+                    return 0
+            except (ProcessGone, AccessDenied, OSError):
+                continue
+        return 0

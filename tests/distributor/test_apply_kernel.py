@@ -325,3 +325,45 @@ def test_a_thread_the_program_started_with_its_own_nice_gets_that_nice_back(chil
     assert rb.nice(child.pid, new) == 7
     a.restore_all()
     assert rb.nice(child.pid, new) == 2 and {rb.nice(child.pid, t) for t in old} == {0}
+
+
+LEADER = textwrap.dedent("""
+    import subprocess, sys, time
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    print(subprocess.Popen(sleeper).pid, flush=True)
+    sys.stdin.readline()
+    print(subprocess.Popen(sleeper).pid, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_autogroup_nice_is_restored_through_the_session_when_the_process_is_gone(journal: Path) -> None:
+    """Every placed member exits, but a later command lives on in that session (autogroup)."""
+    leader = subprocess.Popen([sys.executable, "-c", LEADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    assert leader.stdin is not None and leader.stdout is not None
+    member = int(leader.stdout.readline())
+    later = None
+    try:
+        a = Applier(journal, backend="autogroup")
+        a.apply(Plan((action(leader.pid, autogroup_nice=15), action(member, autogroup_nice=15))))
+        assert rb.autogroup(leader.pid)[1] == 15
+        leader.stdin.write("go\n")
+        leader.stdin.flush()
+        later = int(leader.stdout.readline())
+        os.kill(member, signal.SIGKILL)
+        leader.kill()
+        leader.wait()
+        assert rb.autogroup(later)[1] == 15
+        a.restore_all()
+        assert rb.autogroup(later)[1] == 0
+    finally:
+        for pid in (member, later):
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if leader.poll() is None:
+            leader.kill()
+            leader.wait()
