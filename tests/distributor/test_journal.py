@@ -38,3 +38,20 @@ def test_corrupt_journal_is_one_clear_error(tmp_path: Path) -> None:
 def test_state_dir_env_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PROCSIFT_STATE_DIR", str(tmp_path))
     assert default_journal_path() == tmp_path / "journal.json"
+
+
+def test_restore_while_another_procsift_holds_the_journal_is_one_line(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from procsift.service.cli import main
+    with Journal(tmp_path / "j.json"):
+        assert main(["restore", "--journal", str(tmp_path / "j.json")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"procsift: error: {tmp_path / 'j.json'}: in use by another procsift (its lock is held)"
+    assert main(["restore", "--journal", str(tmp_path / "j.json")]) == 0
+    assert capsys.readouterr().out.startswith("restored 0 process(es)")
+
+
+def test_log_lines_are_key_value() -> None:
+    from procsift.distributor._log import kv
+    assert kv("set", pid=5, field="nice", old=0, new=10, rule="html-first: background -> x", cpus=(0, 1)) == \
+        'event=set pid=5 field=nice old=0 new=10 rule="html-first: background -> x" cpus=0,1'
