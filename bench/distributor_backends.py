@@ -1,10 +1,12 @@
 """How much each applier backend makes two CPU hogs yield to a paced small-page nginx request.
 
-Starts its own nginx (127.0.0.1, a 1 KiB page) and two busy-loop hogs, each hog in its own
+Part 1 starts its own nginx (127.0.0.1, a 1 KiB page) and two busy-loop hogs, each hog in its own
 session (as if started from another terminal), then measures request latency with the hogs
 untouched, reniced only (backend none), autogroup-niced (backend autogroup) and in a cpu.idle
 cgroup (backend cgroup). Conditions are interleaved over several rounds; the table shows
-medians of the per-round p50/p99. Needs root and nginx. Writes JSON next to the table.
+medians of the per-round p50/p99. Part 2 pins two hogs to one CPU, each in its own session,
+places one and reports the other's share of that CPU (0.5 = placing did nothing).
+Needs root and nginx. Writes JSON to bench/results/.
 """
 
 from __future__ import annotations
@@ -79,6 +81,39 @@ def hog_actions(hogs: list[subprocess.Popen[bytes]], **fields: object) -> Plan:
     return Plan(tuple(acts))
 
 
+def cpu_ticks(pid: int) -> int:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])  # utime + stime (fields 14, 15)
+
+
+def share_table(seconds: float = 1.0) -> dict[str, float]:
+    """Two hogs pinned to one CPU, each in its own session: the unplaced one's share of that CPU."""
+    out = {}
+    for name, backend in (("untouched", None), ("nice 19 (backend none)", "none"),
+                          ("autogroup nice 19", "autogroup"), ("cpu.idle cgroup", "cgroup")):
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(2)]
+        try:
+            for h in hogs:
+                os.sched_setaffinity(h.pid, {min(os.sched_getaffinity(0))})
+            applier = None
+            if backend is not None:
+                applier = Applier(Path(tempfile.mkdtemp()) / "j.json", backend=backend,
+                                  cgroup_prefix="procsift-bench")
+                applier.apply(hog_actions(hogs[1:], nice=19, autogroup_nice=19, cpu_idle=True, cpu_weight=1))
+            f0, b0 = cpu_ticks(hogs[0].pid), cpu_ticks(hogs[1].pid)
+            time.sleep(seconds)
+            f, b = cpu_ticks(hogs[0].pid) - f0, cpu_ticks(hogs[1].pid) - b0
+            out[name] = f / max(1, f + b)
+            if applier is not None:
+                applier.restore_all()
+                applier.close()
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    return out
+
+
 def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     tmp = Path(tempfile.mkdtemp(prefix="procsift-bench-"))
@@ -122,6 +157,11 @@ def main() -> int:
         p99 = statistics.median(r[1] for r in runs)
         table[name] = {"p50_ms": p50, "p99_ms": p99, "runs": runs}
         print(f"{name:<32} {p50:8.3f} {p99:8.3f}")
+    shares = share_table()
+    print(f"\n{'two hogs on one CPU, one placed':<32} {'share of the other':>18}")
+    for name, share in shares.items():
+        print(f"{name:<32} {share:18.2f}")
+    table["cpu_share_of_unplaced_hog"] = shares  # type: ignore[assignment]
     out = Path(__file__).with_name("results")
     out.mkdir(exist_ok=True)
     (out / "distributor_backends.json").write_text(json.dumps(table, indent=1))
