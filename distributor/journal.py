@@ -55,6 +55,7 @@ class Journal:
         self.processes: dict[str, dict[str, Any]] = {}
         self.backed_off: set[str] = set()
         self._lock_fd: int | None = None
+        self._last: bytes | None = None
 
     def open(self) -> Journal:
         """Take the lock and read whatever a previous run left (an absent file is an empty journal)."""
@@ -93,10 +94,14 @@ class Journal:
         """Write the journal atomically (before the changes it describes are made)."""
         doc = {"version": VERSION, "owner_pid": os.getpid(), "processes": self.processes,
                "backed_off": sorted(self.backed_off)}
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        if data == self._last:
+            return  # nothing changed this window: no rewrite, no fsync
         try:
-            atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+            atomic_write(self.path, data)
         except OSError as err:
             raise JournalError(str(self.path), f"cannot write: {err.strerror}") from err
+        self._last = data
 
     def close(self) -> None:
         """Release the lock."""
