@@ -127,7 +127,9 @@ class Applier(_Restorer):
                 continue
             except AccessDenied as err:
                 report.failed += 1
-                log_event("denied", logging.WARNING, pid=action.pid, comm=action.comm, why=str(err))
+                self._given_up.add(key)  # said once; not retried every window
+                log_event("denied", logging.WARNING, pid=action.pid, comm=action.comm, why=str(err),
+                          then="not retried until procsift restarts")
                 continue
             if writes is not None:
                 pending.append(writes)
