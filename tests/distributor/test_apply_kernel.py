@@ -367,3 +367,28 @@ def test_autogroup_nice_is_restored_through_the_session_when_the_process_is_gone
         if leader.poll() is None:
             leader.kill()
             leader.wait()
+
+
+def test_bundled_default_policy_end_to_end(make_child, journal: Path) -> None:
+    """plan() with the bundled policy, then apply: what a user would see for each group."""
+    from procsift.distributor import ProcessView, autogroup_of, load_policy, plan, system_view
+    bg, ui = make_child(new_session=True), make_child(new_session=True)
+    views = [ProcessView(pid=c.pid, start_time=start_time(c.pid), comm="python", label=label, probability=0.9,
+                         ppid=os.getpid(), autogroup=(autogroup_of(c.pid) or ("", 0))[0])
+             for c, label in ((bg, "background"), (ui, "interactive"))]
+    p = plan(load_policy(), views, system_view())
+    a = Applier(journal, backend="auto", cgroup_prefix=f"procsift-test-{os.getpid()}")
+    a.apply(p)
+    for t in bg.tids():
+        assert (rb.nice(bg.pid, t), rb.policy(bg.pid, t), rb.ioprio(t)) == (10, os.SCHED_BATCH, (3, 0))
+    if a.cgroups is not None:
+        assert rb.cpu_cgroup(bg.pid) == f"/procsift-test-{os.getpid()}.w1-idle"
+    elif a.backend == "autogroup":
+        assert rb.autogroup(bg.pid)[1] == 10
+    if SLICE:
+        assert {rb.slice_ns(t) for t in ui.tids()} == {3_000_000}
+    assert {rb.nice(ui.pid, t) for t in ui.tids()} == {0}
+    a.restore_all()
+    for c in (bg, ui):
+        assert {(rb.nice(c.pid, t), rb.policy(c.pid, t), rb.ioprio(t)) for t in c.tids()} == {(0, 0, (0, 0))}
+    assert rb.cpu_cgroup(bg.pid) == "/"
