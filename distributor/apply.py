@@ -93,6 +93,9 @@ class Applier(_Restorer):
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
+        if self.backend == "none":
+            log_event("backend-none", logging.WARNING, why="cpu_weight, cpu_idle and autogroup nice are "
+                      "ignored; under autogroup a background nice alone barely helps other sessions")
 
     # -- public -------------------------------------------------------------------------
 
