@@ -90,12 +90,10 @@ class Applier(_Restorer):
         self._ag_members: dict[str, list[int]] | None = None
         self._plan_ag: dict[int, int | None] = {}
         self._given_up: set[str] = set()
+        self._warned_none = False
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
-        if self.backend == "none":
-            log_event("backend-none", logging.WARNING, why="cpu_weight, cpu_idle and autogroup nice are "
-                      "ignored; under autogroup a background nice alone barely helps other sessions")
 
     # -- public -------------------------------------------------------------------------
 
@@ -114,6 +112,10 @@ class Applier(_Restorer):
     def apply(self, plan: Plan) -> ApplyReport:
         """Make live processes match the plan; restore processes the plan no longer mentions."""
         self._open()
+        if self.backend == "none" and not self._warned_none:
+            self._warned_none = True
+            log_event("backend-none", logging.WARNING, why="cpu_weight, cpu_idle and autogroup nice are "
+                      "ignored; under autogroup a background nice alone barely helps other sessions")
         report = ApplyReport()
         self._ag_members = None
         self._plan_ag = {a.pid: a.autogroup_nice for a in plan.actions}
