@@ -20,7 +20,6 @@ from procsift.distributor.views import Action, Plan
 __all__ = ["Applier", "ApplyReport", "resolve_backend"]
 
 
-
 def resolve_backend(backend: str) -> str:
     """"auto" → "cgroup" where a cpu hierarchy is writable, else "autogroup" where it is on, else "none"."""
     if backend != "auto":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from procsift.distributor import Applier, default_journal_path, load_policy
@@ -41,6 +42,9 @@ def register(sub: Any) -> None:
 def _restore(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    if not Path(args.journal).exists():
+        print(f"nothing to restore: no journal at {args.journal}")
+        return 0
     applier = Applier(args.journal, backend="none")
     try:
         report = applier.recover()

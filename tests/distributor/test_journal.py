@@ -43,12 +43,15 @@ def test_state_dir_env_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 def test_restore_while_another_procsift_holds_the_journal_is_one_line(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from procsift.service.cli import main
-    with Journal(tmp_path / "j.json"):
+    with Journal(tmp_path / "j.json") as j:
+        j.save()
         assert main(["restore", "--journal", str(tmp_path / "j.json")]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"procsift: error: {tmp_path / 'j.json'}: in use by another procsift (its lock is held)"
     assert main(["restore", "--journal", str(tmp_path / "j.json")]) == 0
     assert capsys.readouterr().out.startswith("restored 0 process(es)")
+    assert main(["restore", "--journal", str(tmp_path / "none" / "j.json")]) == 0
+    assert capsys.readouterr().out.startswith("nothing to restore") and not (tmp_path / "none").exists()
 
 
 def test_log_lines_are_key_value() -> None:
