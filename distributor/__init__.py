@@ -1,7 +1,23 @@
 """Plans and applies per-group CPU placement, niceness and I/O class, safely and reversibly.
 
 Pure: load_policy / parse_policy (policy TOML), plan (the four policies), parse_psi.
-Side effects: Applier (the only thing that changes processes), read_psi (reads /proc).
+Side effects: Applier (the only thing that changes processes), read_psi / system_view /
+autogroup_of (read /proc).
+
+How the daemon drives it::
+
+    policy = load_policy(path)                     # PolicyError: keep the previous one on reload
+    applier = Applier(default_journal_path(), backend=policy.backend, dry_run=dry_run)
+    applier.recover()                              # undo what a crashed run left
+    state = None
+    every window:
+        views = [ProcessView.from_window(w, label, p, autogroup_of(w.pid)[0]) ...]  # all processes
+        p = plan(policy, views, system_view(), state); state = p.state
+        report = applier.apply(p)                  # p.why(pid) answers `explain`
+    on SIGTERM: applier.restore_all(); applier.close()
+
+Pass every process the collector saw (labelled or not) so exceptions reach descendants and
+autogroup nice is only set where a whole session agrees.
 """
 
 from procsift.distributor._sys import read_autogroup as autogroup_of
