@@ -11,7 +11,7 @@ How the daemon drives it::
     applier.recover()                              # undo what a crashed run left
     state = None
     every window:
-        views = [ProcessView.from_window(w, label, p, autogroup_of(w.pid)[0]) ...]  # all processes
+        views = [ProcessView.from_window(w, label, p, autogroup_of(w.pid)) ...]  # all processes
         p = plan(policy, views, system_view(), state); state = p.state
         report = applier.apply(p)                  # p.why(pid) answers `explain`
     on SIGTERM: applier.restore_all(); applier.close()
@@ -20,9 +20,9 @@ Pass every process the collector saw (labelled or not) so exceptions reach desce
 autogroup nice is only set where a whole session agrees.
 """
 
-from procsift.distributor._sys import read_autogroup as autogroup_of
+from procsift.distributor import _sys
 from procsift.distributor.apply import Applier, ApplyReport, resolve_backend
-from procsift.distributor.errors import BackendUnavailable, JournalError, PolicyError
+from procsift.distributor.errors import BackendUnavailable, JournalError, PolicyError, ProcsiftError
 from procsift.distributor.journal import STATE_DIR_ENV, default_journal_path
 from procsift.distributor.planners import plan
 from procsift.distributor.policy import (
@@ -52,3 +52,12 @@ def system_view() -> SystemView:
         online = tuple(sorted(os.sched_getaffinity(0)))
     return SystemView(online_cpus=online,
                       psi_cpu=read_psi("cpu"), psi_io=read_psi("io"))
+
+
+def autogroup_of(pid: int) -> str | None:
+    """The autogroup (session) a process belongs to, e.g. "/autogroup-7"; None without one or if gone."""
+    try:
+        got = _sys.read_autogroup(pid)
+    except ProcsiftError:
+        return None
+    return got[0] if got else None

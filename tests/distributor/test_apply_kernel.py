@@ -374,7 +374,7 @@ def test_bundled_default_policy_end_to_end(make_child, journal: Path) -> None:
     from procsift.distributor import ProcessView, autogroup_of, load_policy, plan, system_view
     bg, ui = make_child(new_session=True), make_child(new_session=True)
     views = [ProcessView(pid=c.pid, start_time=start_time(c.pid), comm="python", label=label, probability=0.9,
-                         ppid=os.getpid(), autogroup=(autogroup_of(c.pid) or ("", 0))[0])
+                         ppid=os.getpid(), autogroup=autogroup_of(c.pid))
              for c, label in ((bg, "background"), (ui, "interactive"))]
     p = plan(load_policy(), views, system_view())
     a = Applier(journal, backend="auto", cgroup_prefix=f"procsift-test-{os.getpid()}")
