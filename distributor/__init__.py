@@ -29,12 +29,13 @@ from procsift.distributor.policy import (
     ExceptionRule, Policy, Profile, load_policy, parse_policy,
 )
 from procsift.distributor.psi import parse_psi, read_psi
+from procsift.distributor.text import format_action, format_plan
 from procsift.distributor.views import Action, Plan, PlannerState, ProcessView, Psi, SystemView
 
 __all__ = [
     "Action", "Applier", "ApplyReport", "autogroup_of", "BackendUnavailable", "ExceptionRule", "JournalError",
     "Plan", "PlannerState", "Policy", "PolicyError", "ProcessView", "Profile", "Psi",
-    "STATE_DIR_ENV", "SystemView", "default_journal_path", "load_policy", "parse_policy",
+    "STATE_DIR_ENV", "SystemView", "default_journal_path", "format_action", "format_plan", "load_policy", "parse_policy",
     "parse_psi", "plan", "read_psi", "resolve_backend", "system_view",
 ]
 
