@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from procsift.distributor import _sys
-from procsift.distributor._cgroup import PREFIX, CgroupBackend, find_cpu_hierarchy
+from procsift.distributor._cgroup import PREFIX, CgroupBackend, CpusetBackend, find_cpu_hierarchy
 from procsift.distributor._log import log_event
 from procsift.distributor._restore import ApplyReport, _Restorer
 from procsift.distributor._threadstate import _SCHED_FIELDS, FIELDS, is_fair, read_thread, same, write_thread
@@ -42,6 +42,7 @@ class _Pending:
     entry: dict[str, Any]
     writes: list[tuple[int, dict[str, Any], dict[str, Any]]]
     move: str | None = None
+    cpuset_move: str | None = None
     autogroup: int | None = None
     autogroup_name: str | None = None
 
@@ -79,8 +80,13 @@ class Applier(_Restorer):
         self.journal = Journal(journal_path)
         self.backend = resolve_backend(backend)
         self.cgroups: CgroupBackend | None = None
+        self.cpusets: CpusetBackend | None = None
         if self.backend == "cgroup":
             self.cgroups = CgroupBackend(prefix=cgroup_prefix)
+            try:
+                self.cpusets = CpusetBackend(prefix=cgroup_prefix)
+            except BackendUnavailable:
+                pass  # cpu weight/idle still work; CPUs by per-thread affinity only
         elif self.backend not in ("autogroup", "none"):
             raise BackendUnavailable(f"unknown backend {backend!r}; allowed: auto, cgroup, autogroup, none")
         self.default_slice = _sys.probe_slice()
@@ -91,6 +97,7 @@ class Applier(_Restorer):
         self._given_up: set[str] = set()
         self._warned_none = False
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
+                  cpuset=self.cpusets.describe() if self.cpusets else None,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
 
@@ -155,10 +162,15 @@ class Applier(_Restorer):
             self._restore_key(key, report, why="restore")
         self._save()
         if not self.dry_run:
-            try:
-                (self.cgroups or CgroupBackend()).remove_empty_groups()
-            except BackendUnavailable:
-                pass
+            for backend in (self.cgroups, self.cpusets):
+                if backend is not None:
+                    backend.remove_empty_groups()
+            if self.cgroups is None:
+                try:  # a journal from a run with the cgroup backend, restored by `procsift restore`
+                    CgroupBackend().remove_empty_groups()
+                    CpusetBackend().remove_empty_groups()
+                except BackendUnavailable:
+                    pass
         return report
 
     def close(self) -> None:
@@ -262,9 +274,30 @@ class Applier(_Restorer):
         if writes or entry.get("cgroup") or entry.get("autogroup") or applied:
             if not self.dry_run:
                 self.journal.processes[key] = entry
-        if not writes and pending.move is None and pending.autogroup is None:
+        if not writes and pending.move is None and pending.cpuset_move is None and pending.autogroup is None:
             report.unchanged += 1
         return pending
+
+    def _prepare_cpuset(self, action: Action, entry: dict[str, Any], pending: _Pending,
+                        report: ApplyReport) -> None:
+        if self.cpusets is None:
+            return
+        if action.cpus is not None:
+            now = self.cpusets.current(action.pid)
+            target = self.cpusets.group_path(action.cpus) if not self.dry_run \
+                else f"/{self.cpusets.prefix}.cpus-{'_'.join(map(str, action.cpus))}"
+            if "cpuset" not in entry:
+                if not self.cpusets.movable(now):
+                    report.notes.append(f"{action.pid}: in cpuset {now}, not moved")
+                    return
+                entry["cpuset"] = {"orig": now, "set": target, "mount": str(self.cpusets.mount)}
+            if now != target:
+                entry["cpuset"]["set"] = target
+                pending.cpuset_move = target
+        elif "cpuset" in entry:
+            if self.cpusets.current(action.pid) == entry["cpuset"]["set"]:
+                pending.cpuset_move = entry["cpuset"]["orig"]
+            del entry["cpuset"]
 
     @staticmethod
     def _note_new_threads(entry: dict[str, Any], cur: dict[int, dict[str, Any]]) -> None:
@@ -297,6 +330,7 @@ class Applier(_Restorer):
             if self.cgroups.current(action.pid) == entry["cgroup"]["set"]:
                 pending.move = entry["cgroup"]["orig"]
             del entry["cgroup"]
+        self._prepare_cpuset(action, entry, pending, report)
         in_cgroup = "cgroup" in entry and pending.move != entry["cgroup"]["orig"]
         if self.backend == "autogroup" or (self.backend == "cgroup" and not in_cgroup):
             # Under the cgroup backend a process left in the root cpu cgroup is still weighed
@@ -355,6 +389,10 @@ class Applier(_Restorer):
             now_cg = self.cgroups.current(pid)
             if now_cg != entry["cgroup"]["set"]:
                 return f"cgroup is {now_cg}, procsift set {entry['cgroup']['set']}"
+        if self.cpusets is not None and "cpuset" in entry:
+            now_cs = self.cpusets.current(pid)
+            if now_cs != entry["cpuset"]["set"]:
+                return f"cpuset is {now_cs}, procsift set {entry['cpuset']['set']}"
         ag = entry.get("autogroup")
         if ag:
             now_ag = _sys.read_autogroup(pid)
@@ -366,6 +404,14 @@ class Applier(_Restorer):
         """Phase 2: the writes, each after re-checking pid + start_time and that the thread still exists."""
         n, action = 0, p.action
         try:
+            if p.cpuset_move is not None and self.cpusets is not None:
+                # First: attaching to a cpuset resets every thread's affinity to the set's CPUs.
+                self._check(action.pid, action.start_time)
+                log_event("would-move" if self.dry_run else "move", pid=action.pid, comm=action.comm,
+                          cpuset=p.cpuset_move, rule=action.rule)
+                if not self.dry_run:
+                    self.cpusets.move(action.pid, p.cpuset_move)
+                    n += 1
             for tid, want, now in p.writes:
                 self._check(action.pid, action.start_time)
                 if not _sys.thread_alive(action.pid, tid):
