@@ -119,7 +119,7 @@ class Aggregator:
         ppids = np.zeros(len(groups), dtype=np.int64)
         np.maximum.at(ppids, inv, tasks["ppid"][placed])  # any thread's fork-time parent
         # The leader (tid == tgid) carries the process' start and exit.
-        leaders = {int(tgid[i]): i for i in np.flatnonzero(placed & (tasks["tid"] == tgid))}
+        leaders = {int(tgid[i]): int(i) for i in np.flatnonzero(placed & (tasks["tid"] == tgid))}
         index = {int(g): k for k, g in enumerate(groups)}
 
         rows = []
