@@ -171,18 +171,22 @@ static __always_inline int on_wakeup(u32 tid)
     u64 now = bpf_ktime_get_ns();
     struct task_stats *t = task_of(tid, now);
     if (t) {
-        if (t->state == ST_SLEEP || t->state == ST_BLOCK) {
-            u64 wait = now - t->ts;
-            if (t->state == ST_SLEEP)
-                t->sleep_ns += wait;
-            else
-                t->block_ns += wait;
-            note_wait(t, wait);
-            t->transitions++;
-        }
         t->wakeups++;
-        t->state = ST_RUNNABLE;
-        t->ts = now;
+        // A task can be woken while still on its CPU (it set its state but had not
+        // switched out yet), or while already queued: its run or queue time goes on.
+        if (t->state != ST_RUNNING && t->state != ST_RUNNABLE) {
+            if (t->state == ST_SLEEP || t->state == ST_BLOCK) {
+                u64 wait = now - t->ts;
+                if (t->state == ST_SLEEP)
+                    t->sleep_ns += wait;
+                else
+                    t->block_ns += wait;
+                note_wait(t, wait);
+                t->transitions++;
+            }
+            t->state = ST_RUNNABLE;
+            t->ts = now;
+        }
     }
     u32 waker = (u32)bpf_get_current_pid_tgid();
     if (waker != 0 && waker != tid && is_tracked(waker)) {
