@@ -19,7 +19,7 @@ class Calendar:
     `cancel(id)` makes the event a no-op when it comes up (lazy deletion keeps pushes O(log n)).
     """
 
-    __slots__ = ("now", "_heap", "_seq", "_cancelled", "fired")
+    __slots__ = ("now", "_heap", "_seq", "_cancelled", "fired", "_halt")
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -27,6 +27,7 @@ class Calendar:
         self._seq = 0
         self._cancelled: set[int] = set()
         self.fired = 0
+        self._halt = False
 
     def schedule(self, time: float, handler: Handler, payload: Any = None) -> int:
         """Put `handler(payload)` on the calendar at absolute `time`; returns a cancel token."""
@@ -43,6 +44,10 @@ class Calendar:
     def cancel(self, token: int) -> None:
         """Make a scheduled event a no-op."""
         self._cancelled.add(token)
+
+    def halt(self) -> None:
+        """Make `run` return after the event being fired."""
+        self._halt = True
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -67,6 +72,7 @@ class Calendar:
             self.now = time
             self.fired += 1
             handler(payload)
-            if stop is not None and stop():
+            if self._halt or (stop is not None and stop()):
+                self._halt = False
                 break
         return self.now
