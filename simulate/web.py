@@ -25,7 +25,7 @@ class ServerSpec:
     pool: int = 256                 # processes (Apache's compiled-in MaxClients limit)
     cpu_base: float = 0.0008        # parse request, open, log
     cpu_per_kb: float = 0.00002     # packetising, copies
-    disk_block_base: float = 0.0009 # positioning per 16 KB block (some hits in the cache)
+    disk_block_base: float = 0.0013 # positioning per 16 KB block (some hits in the cache)
     disk_rate: float = 20e6         # bytes/s
     nic_rate: float = 10e6          # bytes/s from socket buffer to the interface
     beta: float = 5.0
@@ -162,6 +162,11 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
             return
         req.server_done = now
         _pending(+1)
+        # The process is free once the last byte is in the interface buffer; the kernel
+        # finishes the transfer (the request is then "pending", as the paper counts it).
+        state["active"] -= 1
+        if waiting:
+            admit(waiting.popleft())
         cal.schedule(req.last_delivery, delivered, req)
 
     def _pending(delta: int) -> None:
@@ -173,7 +178,6 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
 
     def delivered(req: Request) -> None:
         _pending(-1)
-        state["active"] -= 1
         i = state["done"]
         state["done"] = i + 1
         if i == skip:
@@ -187,8 +191,6 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
             progress(10_000)
         if i + 1 == requests:
             cal.halt()
-        if waiting:
-            admit(waiting.popleft())
 
     cpu = SharingServer(cal, lambda r: cpu_base + r.size * cpu_kb, to_disk)
     if policy == "ps":
