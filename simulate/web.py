@@ -25,7 +25,7 @@ class ServerSpec:
     pool: int = 256                 # processes (Apache's compiled-in MaxClients limit)
     cpu_base: float = 0.0008        # parse request, open, log
     cpu_per_kb: float = 0.00002     # packetising, copies
-    disk_block_base: float = 0.0013 # positioning per 16 KB block (some hits in the cache)
+    disk_block_base: float = 0.001  # positioning per 16 KB block (some hits in the cache)
     disk_rate: float = 20e6         # bytes/s
     nic_rate: float = 10e6          # bytes/s from socket buffer to the interface
     beta: float = 5.0

@@ -28,7 +28,7 @@ class WorkloadSpec:
     size_mu: float = 7.85       # lognormal body of file sizes, ln bytes
     size_sigma: float = 1.79
     tail_start: int = 133_000   # Pareto tail above this many bytes (SURGE's k = 133 KB)
-    tail_alpha: float = 1.1
+    tail_alpha: float = 1.4      # fitted to Fig. 4 (SURGE: 1.1 for files)
     max_size: int = 20_000_000
     embedded_alpha: float = 2.43    # objects per page: Pareto(k = 1)
     active_shape: float = 1.46      # think time between objects of one page: Weibull
@@ -43,10 +43,26 @@ class WorkloadSpec:
 
 
 def file_sizes(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
-    """Sizes (bytes) of the server's files: lognormal body, Pareto tail, in random popularity order."""
-    sizes = rng.lognormal(spec.size_mu, spec.size_sigma, spec.files)
-    tail = sizes > spec.tail_start
-    sizes[tail] = spec.tail_start * rng.uniform(0, 1, int(tail.sum())) ** (-1.0 / spec.tail_alpha)
+    """Sizes (bytes) of the files by popularity rank, so that requests follow the size mix.
+
+    SURGE matches file sizes to popularity so that the sizes of *requests* (not just of files)
+    follow the measured distribution. Here the files are laid along [0, 1] in random order,
+    each over a span equal to its request probability, and a file's size is the target
+    quantile at its span's midpoint: requests then follow the hybrid distribution (lognormal
+    body, Pareto tail above `tail_start`) with popularity independent of size.
+    """
+    from statistics import NormalDist
+
+    p = np.diff(popularity(spec), prepend=0.0)
+    order = rng.permutation(spec.files)
+    mid = np.empty(spec.files)
+    mid[order] = np.cumsum(p[order]) - p[order] / 2
+    body = NormalDist(spec.size_mu, spec.size_sigma)
+    u0 = body.cdf(float(np.log(spec.tail_start)))
+    sizes = np.empty(spec.files)
+    low = mid < u0
+    sizes[low] = np.exp([body.inv_cdf(float(u)) for u in mid[low]])
+    sizes[~low] = spec.tail_start * ((1 - mid[~low]) / (1 - u0)) ** (-1.0 / spec.tail_alpha)
     return np.clip(sizes, 64, spec.max_size).astype(np.int64)
 
 
