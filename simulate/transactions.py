@@ -58,7 +58,7 @@ def generate(
     window: float,
     seed: int,
     *,
-    change_mean: float = 0.5,
+    change_mean: float = 2.0,
     ws_cap: int = 90,
 ) -> list[Transaction]:
     """Transactions arriving uniformly over [0, window): rate x window of each category.

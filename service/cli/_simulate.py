@@ -135,7 +135,7 @@ def _print_runs(runs: list[Any]) -> None:
 
 
 def _deadline_paper(args: argparse.Namespace) -> int:
-    seeds = (args.seed, args.seed + 1, args.seed + 2)
+    seeds = tuple(range(args.seed, args.seed + 5))
     with tqdm(desc="capacity runs", unit="rate", file=sys.stderr, disable=args.json) as bar:
         cap = capacity(seeds=seeds, tick=lambda: bar.update(1))
     t2 = table2(seed=args.seed)
