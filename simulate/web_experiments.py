@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from procsift.simulate.web import WebResult, simulate
+from procsift.simulate.web import ServerSpec, WebResult, simulate
 from procsift.simulate.web_load import SPEED_LABELS
 
 PAPER_USERS = (300, 400, 500, 600, 700, 800, 900, 1000)
@@ -58,11 +58,12 @@ def size_mix(r: WebResult) -> dict[str, tuple[float, float]]:
 
 
 def sweep(policies: Iterable[str], users: Iterable[int], requests: int, seed: int = 1,
-          progress: Callable[[int], None] | None = None) -> tuple[list[WebRow], WebResult | None]:
+          progress: Callable[[int], None] | None = None,
+          server: ServerSpec = ServerSpec()) -> tuple[list[WebRow], WebResult | None]:
     """Every (policy, users) run; also returns the last run for the size-mix figure."""
     rows, last = [], None
     for n in users:
         for p in policies:
-            last = simulate(p, n, requests, seed=seed, progress=progress)
+            last = simulate(p, n, requests, seed=seed, progress=progress, server=server)
             rows.append(summarise(last))
     return rows, last

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from procsift.simulate import (
     POLICIES,
     STRATEGIES,
+    ServerSpec,
     SimulationError,
     capacity,
     run_deadline,
@@ -84,6 +85,8 @@ def register(subparsers: Any) -> None:
     w.add_argument("--requests", type=_positive_int, default=None,
                    help="requests per run (default 100000; 200000 with --paper)")
     w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--disk-ms", type=_nonneg_float, default=None,
+                   help="disk positioning time per 16 KB block in ms (default 1.0)")
     w.add_argument("--paper", action="store_true",
                    help="every policy at 300-1000 users: the paper's Figs. 1-6")
     w.add_argument("--png-dir", type=Path, default=None, help="write Figs. 1-3, 5, 6 as PNGs here")
@@ -178,7 +181,10 @@ def _web(args: argparse.Namespace) -> int:
     total = len(policies) * len(users) * requests
     with tqdm(total=total, desc="requests", unit="req", unit_scale=True, file=sys.stderr,
               disable=args.json or total < 200_000) as bar:
-        rows, last = sweep(policies, users, requests, seed=args.seed, progress=bar.update)
+        server = ServerSpec() if args.disk_ms is None else \
+            dataclasses.replace(ServerSpec(), disk_block_base=args.disk_ms / 1000.0)
+        rows, last = sweep(policies, users, requests, seed=args.seed, progress=bar.update,
+                           server=server)
     if args.json:
         out = {"rows": [dataclasses.asdict(r) for r in rows]}
         if last is not None:
