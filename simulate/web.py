@@ -28,11 +28,13 @@ class ServerSpec:
     disk_block_base: float = 0.001  # positioning per 16 KB block (some hits in the cache)
     disk_rate: float = 20e6         # bytes/s
     nic_rate: float = 10e6          # bytes/s from socket buffer to the interface
+    sockbuf_blocks: int = 0         # socket send buffer in 16 KB blocks; 0: unlimited (the paper)
     beta: float = 5.0
 
     def check(self) -> None:
         """Raise SimulationError for impossible costs."""
-        if self.pool < 1 or min(self.disk_rate, self.nic_rate) <= 0 or self.beta < 1:
+        if self.pool < 1 or min(self.disk_rate, self.nic_rate) <= 0 or self.beta < 1 \
+                or self.sockbuf_blocks < 0:
             raise SimulationError(f"bad server parameters: {self}")
 
 
@@ -40,7 +42,7 @@ class Request:
     """One HTTP request's state."""
 
     __slots__ = ("user", "k", "size", "remaining", "rate", "seq", "arrival", "admitted",
-                 "server_done", "pipe", "cost", "blk", "speed", "last_delivery")
+                 "server_done", "pipe", "cost", "blk", "speed", "last_delivery", "in_flight")
 
     def __init__(self, user: int, k: int, size: int, seq: int, arrival: float, pipe: Pipe,
                  cost: float, speed: int) -> None:
@@ -49,6 +51,7 @@ class Request:
         self.rate = size / cost if cost > 0 else float("inf")
         self.admitted = self.server_done = self.last_delivery = 0.0
         self.blk = 0
+        self.in_flight: deque[float] = deque()
 
 
 @dataclass
@@ -116,6 +119,7 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
     cpu_base, cpu_kb = server.cpu_base, server.cpu_per_kb / 1024.0
     d_base, d_rate, n_rate = server.disk_block_base, server.disk_rate, server.nic_rate
     skip = int(requests * warmup)
+    sock_blocks = server.sockbuf_blocks
 
     def issue(u: int) -> None:
         if state["issued"] >= requests:
@@ -158,6 +162,15 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
         req.remaining -= req.blk
         req.last_delivery = req.pipe.send(now, req.blk)
         if req.remaining > 0:
+            # The socket buffer holds `sockbuf_blocks` blocks: the process blocks in write()
+            # until the connection has delivered the oldest of them.
+            flight = req.in_flight
+            flight.append(req.last_delivery)
+            if len(flight) >= sock_blocks > 0:
+                free_at = flight.popleft()
+                if free_at > now:
+                    cal.schedule(free_at, to_disk, req)
+                    return
             to_disk(req)
             return
         req.server_done = now

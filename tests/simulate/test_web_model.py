@@ -131,3 +131,14 @@ def test_bad_input_is_a_simulation_error() -> None:
         simulate_web("fcf", 0, 10)
     with pytest.raises(SimulationError):
         simulate_web("fcf", 10, -1)
+
+
+def test_a_small_socket_buffer_ties_the_server_to_the_connection() -> None:
+    free = simulate_web("fifo", 20, 400, seed=6, warmup=0.0)
+    tied = simulate_web("fifo", 20, 400, seed=6, warmup=0.0, server=ServerSpec(sockbuf_blocks=1))
+    # every issued request completes, so both runs hold the same requests (in another order)
+    assert np.array_equal(np.sort(free.size), np.sort(tied.size))
+    multi_free, multi_tied = free.size > BLOCK, tied.size > BLOCK
+    assert multi_free.any()
+    # multi-block responses now wait for the client to drain its buffer
+    assert tied.server_time[multi_tied].sum() > 2 * free.server_time[multi_free].sum()
