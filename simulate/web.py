@@ -77,6 +77,17 @@ class WebResult:
         return self.server_time / self.cost
 
 
+class _Tally:
+    """Counters one run mutates (a class, not a dict, so each has its own type)."""
+
+    __slots__ = ("issued", "done", "active", "pending", "losses", "area", "last", "t0", "t_end")
+
+    def __init__(self) -> None:
+        self.issued = self.done = self.active = self.pending = self.losses = 0
+        self.area = self.last = self.t0 = 0.0
+        self.t_end = float("inf")
+
+
 def _queue(policy: str, beta: float) -> FifoQueue | SrptQueue | FcfQueue:
     if policy == "fifo":
         return FifoQueue()
@@ -113,8 +124,7 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
     out_total = np.zeros(requests)
     out_cost = np.zeros(requests)
     out_speed = np.zeros(requests, np.int64)
-    state = {"issued": 0, "done": 0, "active": 0, "pending": 0, "area": 0.0, "last": 0.0,
-             "losses": 0, "t0": 0.0, "t_end": float("inf")}
+    state = _Tally()
     waiting: deque[Request] = deque()
     cpu_base, cpu_kb = server.cpu_base, server.cpu_per_kb / 1024.0
     d_base, d_rate, n_rate = server.disk_block_base, server.disk_rate, server.nic_rate
@@ -122,31 +132,31 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
     sock_blocks = server.sockbuf_blocks
 
     def issue(u: int) -> None:
-        if state["issued"] >= requests:
+        if state.issued >= requests:
             return
-        if state["issued"] + 1 == requests:
-            state["t_end"] = cal.now
+        if state.issued + 1 == requests:
+            state.t_end = cal.now
         k = next_k[u]
         next_k[u] = (k + 1) % per_user
-        seq = state["issued"]
-        state["issued"] = seq + 1
+        seq = state.issued
+        state.issued = seq + 1
         size = sizes_l[files.item(u, k)]
         rtt = rtts.item(u, k)
         loss = lost.item(u, k)
         if loss:
-            state["losses"] += 1
+            state.losses += 1
         cost = transfer_time(size, rtt, user_bw[u])
         req = Request(u, k, size, seq, cal.now, Pipe(rtt, user_bw[u], loss), cost, user_speed[u])
         # SURGE's users run on their own clock: the next request follows this one's think time
         # whether or not it has been answered, so every policy sees the same request stream.
         cal.after(think.item(u, next_k[u]), issue, u)
-        if state["active"] < server.pool:
+        if state.active < server.pool:
             admit(req)
         else:
             waiting.append(req)
 
     def admit(req: Request) -> None:
-        state["active"] += 1
+        state.active += 1
         req.admitted = cal.now
         cpu.arrive(req)
 
@@ -177,24 +187,24 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
         _pending(+1)
         # The process is free once the last byte is in the interface buffer; the kernel
         # finishes the transfer (the request is then "pending", as the paper counts it).
-        state["active"] -= 1
+        state.active -= 1
         if waiting:
             admit(waiting.popleft())
         cal.schedule(req.last_delivery, delivered, req)
 
     def _pending(delta: int) -> None:
-        now = min(cal.now, state["t_end"])
-        if now > state["t0"]:
-            state["area"] += state["pending"] * (now - max(state["last"], state["t0"]))
-        state["last"] = now
-        state["pending"] += delta
+        now = min(cal.now, state.t_end)
+        if now > state.t0:
+            state.area += state.pending * (now - max(state.last, state.t0))
+        state.last = now
+        state.pending += delta
 
     def delivered(req: Request) -> None:
         _pending(-1)
-        i = state["done"]
-        state["done"] = i + 1
+        i = state.done
+        state.done = i + 1
         if i == skip:
-            state["t0"] = cal.now
+            state.t0 = cal.now
         out_size[i] = req.size
         out_server[i] = req.server_done - req.arrival
         out_total[i] = cal.now - req.arrival
@@ -216,15 +226,15 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
     for u in range(n_users):
         cal.schedule(think.item(u, 0), issue, u)
     cal.run()
-    done = state["done"]
-    end = min(cal.now, state["t_end"])
-    span = end - state["t0"]
+    done = state.done
+    end = min(cal.now, state.t_end)
+    span = end - state.t0
     keep = slice(skip, done)
     return WebResult(
         policy=policy, users=n_users, requests=done - skip,
         size=out_size[keep], server_time=out_server[keep], total_time=out_total[keep],
         cost=out_cost[keep], speed=out_speed[keep],
-        pending_mean=state["area"] / span if span > 0 else 0.0,
-        losses=state["losses"], sim_time=end,
+        pending_mean=state.area / span if span > 0 else 0.0,
+        losses=state.losses, sim_time=end,
         utilisation={"cpu": cpu.busy_time / end, "disk": disk.busy_time / end,
                      "net": net.busy_time / end} if end > 0 else {})
