@@ -98,8 +98,13 @@ def _queue(policy: str, beta: float) -> FifoQueue | SrptQueue | FcfQueue:
 
 def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
              server: ServerSpec = ServerSpec(), workload: WorkloadSpec = WorkloadSpec(),
-             warmup: float = 0.05, progress: Callable[[int], None] | None = None) -> WebResult:
-    """Serve `requests` requests from `n_users` SURGE-like users under `policy` for disk and network."""
+             warmup: float = 0.05, progress: Callable[[int], None] | None = None,
+             closed: bool = False) -> WebResult:
+    """Serve `requests` requests from `n_users` SURGE-like users under `policy` for disk and network.
+
+    Users issue each request one think time after the previous one (`closed=False`, every
+    policy sees the same stream) or after the previous response has arrived (`closed=True`).
+    """
     if policy not in POLICIES:
         raise SimulationError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     if n_users < 1:
@@ -147,9 +152,8 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
             state.losses += 1
         cost = transfer_time(size, rtt, user_bw[u])
         req = Request(u, k, size, seq, cal.now, Pipe(rtt, user_bw[u], loss), cost, user_speed[u])
-        # SURGE's users run on their own clock: the next request follows this one's think time
-        # whether or not it has been answered, so every policy sees the same request stream.
-        cal.after(think.item(u, next_k[u]), issue, u)
+        if not closed:
+            cal.after(think.item(u, next_k[u]), issue, u)
         if state.active < server.pool:
             admit(req)
         else:
@@ -214,6 +218,8 @@ def simulate(policy: str, n_users: int, requests: int, *, seed: int = 1,
             progress(10_000)
         if i + 1 == requests:
             cal.halt()
+        if closed:
+            cal.after(think.item(req.user, next_k[req.user]), issue, req.user)
 
     cpu = SharingServer(cal, lambda r: cpu_base + r.size * cpu_kb, to_disk)
     if policy == "ps":

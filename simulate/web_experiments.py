@@ -59,11 +59,13 @@ def size_mix(r: WebResult) -> dict[str, tuple[float, float]]:
 
 def sweep(policies: Iterable[str], users: Iterable[int], requests: int, seed: int = 1,
           progress: Callable[[int], None] | None = None,
-          server: ServerSpec = ServerSpec()) -> tuple[list[WebRow], WebResult | None]:
+          server: ServerSpec = ServerSpec(),
+          closed: bool = False) -> tuple[list[WebRow], WebResult | None]:
     """Every (policy, users) run; also returns the last run for the size-mix figure."""
     rows, last = [], None
     for n in users:
         for p in policies:
-            last = simulate(p, n, requests, seed=seed, progress=progress, server=server)
+            last = simulate(p, n, requests, seed=seed, progress=progress, server=server,
+                            closed=closed)
             rows.append(summarise(last))
     return rows, last

@@ -87,6 +87,8 @@ def register(subparsers: Any) -> None:
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--disk-ms", type=_nonneg_float, default=None,
                    help="disk positioning time per 16 KB block in ms (default 1.0)")
+    w.add_argument("--closed", action="store_true",
+                   help="users wait for each response before thinking (default: SURGE's own clock)")
     w.add_argument("--paper", action="store_true",
                    help="every policy at 300-1000 users: the paper's Figs. 1-6")
     w.add_argument("--png-dir", type=Path, default=None, help="write Figs. 1-3, 5, 6 as PNGs here")
@@ -184,7 +186,7 @@ def _web(args: argparse.Namespace) -> int:
         server = ServerSpec() if args.disk_ms is None else \
             dataclasses.replace(ServerSpec(), disk_block_base=args.disk_ms / 1000.0)
         rows, last = sweep(policies, users, requests, seed=args.seed, progress=bar.update,
-                           server=server)
+                           server=server, closed=args.closed)
     if args.json:
         out = {"rows": [dataclasses.asdict(r) for r in rows]}
         if last is not None:

@@ -142,3 +142,10 @@ def test_a_small_socket_buffer_ties_the_server_to_the_connection() -> None:
     assert multi_free.any()
     # multi-block responses now wait for the client to drain its buffer
     assert tied.server_time[multi_tied].sum() > 2 * free.server_time[multi_free].sum()
+
+
+def test_closed_users_wait_for_their_responses() -> None:
+    open_ = simulate_web("fifo", 100, 3000, seed=2)
+    closed = simulate_web("fifo", 100, 3000, seed=2, closed=True)
+    # the same 3000 requests take longer when each user first waits for its response
+    assert closed.sim_time > 1.2 * open_.sim_time
