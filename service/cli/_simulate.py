@@ -32,12 +32,12 @@ from procsift.simulate.web_experiments import PAPER_USERS
 DEADLINE_EXAMPLES = """examples:
   procsift simulate deadline              all three strategies at 48 trans./min
   procsift simulate deadline --strategy two-level --slice 2 --rate 42
-  procsift simulate deadline --paper      Fig. 4, Tables 2-3, Fig. 5 (about 1 min)
+  procsift simulate deadline --paper      Fig. 4, Tables 2-3, Fig. 5 (~1 min)
 """
 WEB_EXAMPLES = """examples:
   procsift simulate web --users 1000 --requests 100000
-  procsift simulate web --policy fcf --policy srpt --users 300 --users 900 --json
-  procsift simulate web --paper           Figs. 1-6, 200k requests a run (~7 min)
+  procsift simulate web --policy fcf --policy srpt --users 900 --json
+  procsift simulate web --paper           Figs. 1-6, 200k requests/run (~7 min)
   procsift simulate web --paper --policy fifo --policy fcf --requests 1006149
 """
 
