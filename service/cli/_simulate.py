@@ -65,7 +65,8 @@ def register(subparsers: Any) -> None:
 
     d = models.add_parser("deadline", help="deadline scheduling vs time slicing (1973 paper)",
                           epilog=DEADLINE_EXAMPLES, formatter_class=fmt)
-    d.add_argument("--strategy", choices=(*STRATEGIES, "all"), default="all")
+    d.add_argument("--strategy", choices=(*STRATEGIES, "all"), default="all", metavar="NAME",
+                   help=f"{', '.join(STRATEGIES)} or all (default)")
     d.add_argument("--rate", type=_nonneg_float, default=48.0,
                    help="terminal transactions per minute, besides the background (default 48)")
     d.add_argument("--slice", type=float, default=None, dest="time_slice",
