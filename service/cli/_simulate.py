@@ -20,8 +20,6 @@ from procsift.simulate import (
     capacity,
     run_deadline,
     size_mix,
-    simulate_web,
-    summarise,
     sweep,
     table2,
     table3,
