@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import ctypes as ct
+import errno
 import os
 import time
 from collections.abc import Iterable
 from importlib import resources
 
+import numpy as np
+
 from procsift.collector.errors import BPFUnavailable
-from procsift.collector.samples import Drain, TaskSample
+from procsift.collector.samples import TASK_DTYPE, Drain
+
+# task_stats fields copied as they are into TASK_DTYPE.
+_COPIED = ("tgid", "ppid", "state", "ts", "run_ns", "runq_ns", "sleep_ns", "block_ns",
+           "switches_in", "voluntary", "involuntary", "transitions", "wakeups", "wakes_others",
+           "start_ns", "exited")
 
 __all__ = ["BpfProbe", "bpf_source"]
 
@@ -27,6 +36,46 @@ def _import_bcc():  # type: ignore[no-untyped-def]
     except ImportError as err:
         raise BPFUnavailable("bcc's Python bindings are not installed (apt: python3-bpfcc)") from err
     return bcc
+
+
+class _Batch:
+    """Reads a whole map with BPF_MAP_LOOKUP(_AND_DELETE)_BATCH into numpy arrays.
+
+    Buffers are allocated once (bcc's own batch helpers allocate per call and yield
+    ctypes objects one by one: too slow for thousands of entries per window).
+    """
+
+    def __init__(self, table, delete: bool) -> None:  # type: ignore[no-untyped-def]
+        from bcc.libbcc import lib  # noqa: PLC0415
+
+        self._fn = lib.bpf_lookup_and_delete_batch if delete else lib.bpf_lookup_batch
+        self._fd = table.map_fd
+        self._n = table.max_entries
+        self._ksize, self._vsize = ct.sizeof(table.Key), ct.sizeof(table.Leaf)
+        self._keys = (table.Key * self._n)()
+        self._vals = (table.Leaf * self._n)()
+        self._kdtype, self._vdtype = np.dtype(table.Key), np.dtype(table.Leaf)
+
+    def read(self) -> tuple[np.ndarray, np.ndarray]:
+        total = 0
+        token_in, token_out, count = ct.c_uint32(0), ct.c_uint32(0), ct.c_uint32(0)
+        while total < self._n:
+            count.value = self._n - total
+            res = self._fn(self._fd, ct.byref(token_in) if total else None, ct.byref(token_out),
+                           ct.byref(self._keys, self._ksize * total), ct.byref(self._vals, self._vsize * total),
+                           ct.byref(count))
+            err = ct.get_errno()
+            total += count.value
+            if res != 0:
+                if err != errno.ENOENT:  # ENOENT: the whole map was read
+                    raise OSError(err, f"BPF map batch read failed: {os.strerror(err)}")
+                break
+            if count.value == 0:
+                break
+            token_in.value = token_out.value
+        keys = np.frombuffer(self._keys, dtype=self._kdtype, count=total).copy()
+        vals = np.frombuffer(self._vals, dtype=self._vdtype, count=total).copy()
+        return keys, vals
 
 
 class BpfProbe:
@@ -55,10 +104,12 @@ class BpfProbe:
             self._bpf = bcc.BPF(text=bpf_source(), cflags=cflags)
         except Exception as err:  # bcc raises bare Exception on compile/load failure
             raise BPFUnavailable(f"the BPF program did not load ({str(err).splitlines()[0]})") from err
-        self._tasks = self._bpf["tasks"]
-        self._syscounts = self._bpf["syscounts"]
-        self._seq = self._bpf["window_seq"]
-        self._dropped = self._bpf["dropped"]
+        self._tasks = self._bpf[b"tasks"]
+        self._syscounts = self._bpf[b"syscounts"]
+        self._task_batch = _Batch(self._tasks, delete=False)
+        self._sc_batch = _Batch(self._syscounts, delete=True)
+        self._seq = self._bpf[b"window_seq"]
+        self._dropped = self._bpf[b"dropped"]
         self._seq_value = 0
         # bcc attaches every *_PROBE function at load, sys_enter included.
         self._sys_attached = True
@@ -96,7 +147,7 @@ class BpfProbe:
         """Add tasks to the followed set (their future children follow automatically)."""
         if not self.filtered:
             return
-        table = self._bpf["tracked"]
+        table = self._bpf[b"tracked"]
         for tid in tids:
             table[table.Key(tid)] = table.Leaf(1)
 
@@ -107,31 +158,31 @@ class BpfProbe:
         self._seq[self._seq.Key(0)] = self._seq.Leaf(self._seq_value)
         # bpf_ktime_get_ns() is CLOCK_MONOTONIC, so an in-progress span is now - ts.
         now = time.monotonic_ns()
+        keys, raw = self._task_batch.read()
+        tasks = np.zeros(len(raw), dtype=TASK_DTYPE)
+        tasks["tid"] = keys
+        for name in _COPIED:
+            tasks[name] = raw[name]
         slot = old & 1
-        tasks = []
-        for key, v in self._tasks.items_lookup_batch():
-            max_wait = v.max_wait[slot] if v.max_seq[slot] == old else 0
-            tasks.append(TaskSample(
-                tid=int(key), tgid=v.tgid, ppid=v.ppid, state=v.state, ts=v.ts,
-                run_ns=v.run_ns, runq_ns=v.runq_ns, sleep_ns=v.sleep_ns, block_ns=v.block_ns,
-                switches_in=v.switches_in, voluntary=v.voluntary, involuntary=v.involuntary,
-                transitions=v.transitions, wakeups=v.wakeups, wakes_others=v.wakes_others,
-                start_ns=v.start_ns, max_wait_ns=max_wait, exited=bool(v.exited),
-                comm=bytes(v.comm).split(b"\0", 1)[0].decode("utf-8", "replace"),
-            ))
+        tasks["max_wait_ns"] = np.where(raw["max_seq"][:, slot] == old, raw["max_wait"][:, slot], 0)
+        exited = np.flatnonzero(raw["exited"])
+        comms = {int(keys[i]): bytes(raw["comm"][i]).split(b"\0", 1)[0].decode("utf-8", "replace")
+                 for i in exited}
+        tasks["uid"] = np.where(raw["exited"] != 0, raw["uid"], -1)
+        sc_keys, sc_vals = self._sc_batch.read()
+        totals = sc_vals.sum(axis=1) if len(sc_vals) else sc_vals
         syscalls: dict[int, dict[int, int]] = {}
-        for key, percpu in self._syscounts.items_lookup_and_delete_batch():
-            total = sum(percpu)
-            if total:
-                per = syscalls.setdefault(key.tgid, {})
-                per[key.nr] = per.get(key.nr, 0) + total
+        for tgid, nr, n in zip(sc_keys["tgid"].tolist(), sc_keys["nr"].tolist(), totals.tolist()):
+            if n:
+                per = syscalls.setdefault(tgid, {})
+                per[nr] = per.get(nr, 0) + n
         dropped = sum(self._dropped[self._dropped.Key(0)])
-        return Drain(now_ns=now, tasks=tasks, syscalls=syscalls, dropped=dropped,
+        return Drain(now_ns=now, tasks=tasks, syscalls=syscalls, comms=comms, dropped=dropped,
                      counts_syscalls=self._sys_attached)
 
     def forget(self, tids: Iterable[int]) -> None:
         """Drop the map entries of tasks that exited and were reported."""
-        tracked = self._bpf["tracked"] if self.filtered else None
+        tracked = self._bpf[b"tracked"] if self.filtered else None
         for tid in tids:
             key = self._tasks.Key(tid)
             try:

@@ -53,7 +53,9 @@ struct task_stats {
     u32 ppid;          // parent tgid, when seen at fork
     u32 state;
     u32 exited;
-    char comm[16];     // filled at exit, for processes /proc never showed
+    u32 uid;           // filled at exit, with comm, for processes /proc never showed
+    u32 pad;
+    char comm[16];
 };
 
 BPF_PERCPU_HASH(syscounts, struct sc_key, u64, SC_ENTRIES);
@@ -169,18 +171,22 @@ static __always_inline int on_wakeup(u32 tid)
     u64 now = bpf_ktime_get_ns();
     struct task_stats *t = task_of(tid, now);
     if (t) {
-        if (t->state == ST_SLEEP || t->state == ST_BLOCK) {
-            u64 wait = now - t->ts;
-            if (t->state == ST_SLEEP)
-                t->sleep_ns += wait;
-            else
-                t->block_ns += wait;
-            note_wait(t, wait);
-            t->transitions++;
-        }
         t->wakeups++;
-        t->state = ST_RUNNABLE;
-        t->ts = now;
+        // A task can be woken while still on its CPU (it set its state but had not
+        // switched out yet), or while already queued: its run or queue time goes on.
+        if (t->state != ST_RUNNING && t->state != ST_RUNNABLE) {
+            if (t->state == ST_SLEEP || t->state == ST_BLOCK) {
+                u64 wait = now - t->ts;
+                if (t->state == ST_SLEEP)
+                    t->sleep_ns += wait;
+                else
+                    t->block_ns += wait;
+                note_wait(t, wait);
+                t->transitions++;
+            }
+            t->state = ST_RUNNABLE;
+            t->ts = now;
+        }
     }
     u32 waker = (u32)bpf_get_current_pid_tgid();
     if (waker != 0 && waker != tid && is_tracked(waker)) {
@@ -233,6 +239,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (t) {
         t->tgid = pid_tgid >> 32;
         t->exited = 1;
+        t->uid = (u32)bpf_get_current_uid_gid();
         bpf_get_current_comm(&t->comm, sizeof(t->comm));
     }
     return 0;

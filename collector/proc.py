@@ -47,13 +47,22 @@ def parse_stat(text: str) -> Stat:
                 stime=int(f[12]), nthreads=int(f[17]), start_time=int(f[19]), rss_pages=int(f[21]))
 
 
+def _read(path: str) -> bytes:
+    # os.open/os.read: half the cost of open() for small /proc files, and this runs
+    # once per active process per window.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 8192)
+    finally:
+        os.close(fd)
+
+
 def read_stat(pid: int, root: str = "/proc", tid: int | None = None) -> Stat | None:
     """/proc/PID/stat (or one thread's), or None when the process is gone."""
     path = f"{root}/{pid}/stat" if tid is None else f"{root}/{pid}/task/{tid}/stat"
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return parse_stat(fh.read())
-    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        return parse_stat(_read(path).decode("utf-8", "replace"))
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -61,12 +70,11 @@ def read_io(pid: int, root: str = "/proc") -> tuple[int, int]:
     """Cumulative (read_bytes, write_bytes) of a process; (0, 0) when unreadable."""
     rb = wb = 0
     try:
-        with open(f"{root}/{pid}/io", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("read_bytes:"):
-                    rb = int(line.split()[1])
-                elif line.startswith("write_bytes:"):
-                    wb = int(line.split()[1])
+        for line in _read(f"{root}/{pid}/io").splitlines():
+            if line.startswith(b"read_bytes:"):
+                rb = int(line.split()[1])
+            elif line.startswith(b"write_bytes:"):
+                wb = int(line.split()[1])
     except (OSError, ValueError):
         pass
     return rb, wb
@@ -118,8 +126,8 @@ class ProcReader:
         self.root = root
         self._static: dict[tuple[int, int], tuple[str, int, str]] = {}
 
-    def info(self, pid: int) -> ProcInfo | None:
-        """ProcInfo of `pid` now, or None when it is gone (or is a kernel thread's dead slot)."""
+    def info(self, pid: int, io: bool = True) -> ProcInfo | None:
+        """ProcInfo of `pid` now, or None when it is gone; io=False skips /proc/PID/io (bytes -1)."""
         st = read_stat(pid, self.root)
         if st is None:
             return None
@@ -129,7 +137,7 @@ class ProcReader:
             static = (self._exe(pid), self._uid(pid), _read_cgroup(pid, self.root))
             self._static[key] = static
         exe, uid, cgroup = static
-        rb, wb = read_io(pid, self.root)
+        rb, wb = read_io(pid, self.root) if io else (-1, -1)
         return ProcInfo(pid=pid, start_time=st.start_time, ppid=st.ppid, comm=st.comm, exe=exe,
                         uid=uid, nthreads=st.nthreads, cgroup=cgroup,
                         rss_bytes=st.rss_pages * PAGE_SIZE, read_bytes=rb, write_bytes=wb)

@@ -94,7 +94,7 @@ class ProcProbe:
                     voluntary=vol, involuntary=invol, transitions=2 * vol, wakeups=vol,
                     start_ns=start_ns if tid == pid else 0,
                 ))
-        return Drain(now_ns=now, tasks=tasks, syscalls={}, counts_syscalls=False)
+        return Drain.of(now, tasks, counts_syscalls=False)
 
     def forget(self, tids: Iterable[int]) -> None:
         """Nothing to forget: /proc drops exited tasks by itself."""

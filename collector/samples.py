@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
-__all__ = ["TaskSample", "Drain", "ProcInfo", "STATE_RUNNING", "STATE_RUNNABLE", "STATE_SLEEP", "STATE_BLOCK"]
+import numpy as np
+
+__all__ = ["TaskSample", "Drain", "ProcInfo", "TASK_DTYPE", "samples_to_array",
+           "STATE_RUNNING", "STATE_RUNNABLE", "STATE_SLEEP", "STATE_BLOCK"]
 
 # Task states as collector.bpf.c records them.
 STATE_UNKNOWN, STATE_RUNNING, STATE_RUNNABLE, STATE_SLEEP, STATE_BLOCK = range(5)
@@ -32,7 +36,21 @@ class TaskSample:
     start_ns: int = 0      # boot-clock ns at fork, 0 when it predates the probe
     max_wait_ns: int = 0   # longest wait that ended in the window just closed
     exited: bool = False
-    comm: str = ""
+    comm: str = ""         # set at exit
+    uid: int = -1          # set at exit
+
+
+_NUMERIC = [f.name for f in fields(TaskSample) if f.name != "comm"]
+TASK_DTYPE = np.dtype([(name, np.int64) for name in _NUMERIC])
+"""One TaskSample per array row: the form probes hand over (BPF fills it without Python loops)."""
+
+
+def samples_to_array(samples: Sequence[TaskSample]) -> tuple[np.ndarray, dict[int, str]]:
+    """TaskSamples as a TASK_DTYPE array, plus the comm of those that carry one (tid -> comm)."""
+    arr = np.zeros(len(samples), dtype=TASK_DTYPE)
+    for i, s in enumerate(samples):
+        arr[i] = tuple(int(getattr(s, n)) for n in _NUMERIC)
+    return arr, {s.tid: s.comm for s in samples if s.comm}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +58,17 @@ class Drain:
     """Everything a probe hands over when a window closes."""
 
     now_ns: int
-    tasks: list[TaskSample]
+    tasks: np.ndarray                          # TASK_DTYPE, cumulative per task
     syscalls: dict[int, dict[int, int]] = field(default_factory=dict)  # tgid -> {nr: count}
+    comms: dict[int, str] = field(default_factory=dict)                # tid -> comm (exited tasks)
     dropped: int = 0
     counts_syscalls: bool = True
+
+    @classmethod
+    def of(cls, now_ns: int, samples: Sequence[TaskSample], **kw: object) -> "Drain":
+        """A Drain built from TaskSamples (the /proc probe and tests)."""
+        arr, comms = samples_to_array(samples)
+        return cls(now_ns=now_ns, tasks=arr, comms=comms, **kw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,12 @@ This is the collector's one room with a clock: `windows()` sleeps until each win
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import psutil
@@ -53,18 +54,19 @@ def _announce(message: str) -> None:
     print(f"procsift: {message}", file=sys.stderr, flush=True)
 
 
-def _with_descendants(pids: Iterable[int]) -> set[int]:
-    """Every thread of the given processes and of their descendants, now."""
-    out: set[int] = set()
+def _with_descendants(pids: Iterable[int]) -> tuple[set[int], set[int]]:
+    """The given processes with their descendants, and all of their threads, now."""
+    procs: set[int] = set()
     for pid in pids:
-        procs = [pid]
+        procs.add(pid)
         try:
-            procs += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+            procs.update(c.pid for c in psutil.Process(pid).children(recursive=True))
         except psutil.Error:
             pass
-        for p in procs:
-            out.update(task_ids(p) or [p])
-    return out
+    tids = set(procs)
+    for p in procs:
+        tids.update(task_ids(p))
+    return procs, tids
 
 
 class Collector:
@@ -76,18 +78,24 @@ class Collector:
     pids : follow only these processes and their descendants (None: every process).
     row_filter : uid / cgroup / comm filter applied to rows.
     force_proc : use the /proc fallback even where BPF loads.
+    syscall_duty : share of each window during which syscalls are counted (0 < d <= 1);
+        counts are scaled by 1/d. Attaching sys_enter slows every syscall on the machine,
+        so a duty cycle below 1 trades count accuracy for overhead (bench/README.md).
     announce : called once, with one plain line, when the fallback is used.
     """
 
     def __init__(self, window_s: float = 1.0, pids: Iterable[int] | None = None,
                  row_filter: RowFilter | None = None, force_proc: bool = False,
-                 announce: Callable[[str], None] = _announce) -> None:
+                 syscall_duty: float = 1.0, announce: Callable[[str], None] = _announce) -> None:
         if not window_s > 0:
             raise ProcsiftError(f"window length must be > 0 seconds, not {window_s}")
+        if not 0 < syscall_duty <= 1:
+            raise ProcsiftError(f"syscall duty cycle must be in (0, 1], not {syscall_duty}")
         self.window_s = window_s
+        self.syscall_duty = syscall_duty
         self.filter = row_filter or RowFilter()
         self.fallback_reason: str | None = None
-        tracked = None if pids is None else _with_descendants(pids)
+        procs, tracked = (None, None) if pids is None else _with_descendants(pids)
         self.probe: _Probe
         if force_proc:
             self.fallback_reason = "the /proc collector was asked for"
@@ -106,23 +114,37 @@ class Collector:
         self.dropped = 0
         self._closed = False
         self._mark = time.time()
-        self._probe_baseline()
+        self._probe_baseline(procs)
 
-    def _probe_baseline(self) -> None:
+    def _probe_baseline(self, procs: set[int] | None) -> None:
         """Take the figures as they stand now as the start of the first window."""
+        self._remember(procs if procs is not None else
+                       (int(p) for p in os.listdir("/proc") if p.isdigit()))
         drain = self.probe.drain()
         _, forget = self._agg.build(drain, self._mark, 0.0)
         self.probe.forget(forget)
         self._mark = time.time()
 
+    def _remember(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            info = self._reader.info(pid)
+            if info is not None:
+                self._agg.remember(info)
+
     def track(self, pids: Iterable[int]) -> None:
         """Follow more processes (with their threads) from now on."""
-        self.probe.track(_with_descendants(pids))
+        procs, tids = _with_descendants(pids)
+        self.probe.track(tids)
+        self._remember(procs)
 
     def close_window(self) -> list[Window]:
         """End the current window now and return its rows (no sleeping)."""
         drain = self.probe.drain()
         now = time.time()
+        if self.syscall_duty < 1:
+            drain = replace(drain, syscalls={
+                tgid: {nr: round(n / self.syscall_duty) for nr, n in per.items()}
+                for tgid, per in drain.syscalls.items()})
         rows, forget = self._agg.build(drain, self._mark, now - self._mark)
         self.probe.forget(forget)
         self.dropped = drain.dropped
@@ -134,19 +156,30 @@ class Collector:
         """Yield each window's rows as it ends; `stop()` ends early (the last partial window is yielded)."""
         n = 0
         deadline = time.monotonic() + self.window_s
+        duty = self.syscall_duty < 1 and hasattr(self.probe, "detach_syscalls")
         while count is None or n < count:
-            while not stop():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                time.sleep(min(left, 0.05))
-            yield self.close_window()
+            if duty:
+                self._sleep_until(deadline - (1 - self.syscall_duty) * self.window_s, stop)
+                self.probe.detach_syscalls()  # type: ignore[attr-defined]
+            self._sleep_until(deadline, stop)
+            rows = self.close_window()
+            if duty:
+                self.probe.attach_syscalls()  # type: ignore[attr-defined]
+            yield rows
             n += 1
             if stop():
                 return
             deadline += self.window_s
             if deadline < time.monotonic():  # fell behind (suspended?): restart the grid
                 deadline = time.monotonic() + self.window_s
+
+    @staticmethod
+    def _sleep_until(deadline: float, stop: Callable[[], bool]) -> None:
+        while not stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
 
     def close(self) -> None:
         if not self._closed:

@@ -54,6 +54,7 @@ class TraceMeta:
 
     window_s: float
     collector: str = "bpf"  # "bpf" or "proc" (fallback: no syscall counts)
+    syscall_duty: float = 1.0  # share of each window syscalls were counted (counts scaled)
     schema_version: int = SCHEMA_VERSION
     collector_version: str = COLLECTOR_VERSION
     created: float = field(default_factory=time.time)
@@ -68,6 +69,7 @@ class TraceMeta:
             raw = json.loads(text)
             return cls(
                 window_s=float(raw["window_s"]), collector=str(raw.get("collector", "bpf")),
+                syscall_duty=float(raw.get("syscall_duty", 1.0)),
                 schema_version=int(raw["schema_version"]),
                 collector_version=str(raw.get("collector_version", "?")),
                 created=float(raw.get("created", 0.0)), host=dict(raw.get("host", {})),

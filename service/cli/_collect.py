@@ -41,6 +41,9 @@ def _add_collector_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm", help="only processes with this command name")
     p.add_argument("--proc", action="store_true",
                    help="use the /proc fallback collector (no syscall counts) even where BPF loads")
+    p.add_argument("--syscall-duty", type=float, default=1.0, metavar="FRACTION",
+                   help="count syscalls only this share of each window (0-1], scaled up; "
+                        "lowers the cost every syscall pays while the probe is attached")
     p.add_argument("--ebpf", action="store_true", help="print the BPF program and exit")
 
 
@@ -75,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _collector(args: argparse.Namespace, window_s: float, pids: Sequence[int] | None) -> Collector:
     return Collector(window_s=window_s, pids=pids,
                      row_filter=RowFilter(uid=args.uid, cgroup=args.cgroup, comm=args.comm),
-                     force_proc=args.proc)
+                     force_proc=args.proc, syscall_duty=args.syscall_duty)
 
 
 def _print_ebpf() -> int:
@@ -197,9 +200,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     pids: list[int] | None = list(args.pid) if args.pid else ([] if command else None)
     rows: list[Window] = []
     proc = None
-    started = time.monotonic()
     progress = sys.stderr.isatty()
     with _collector(args, args.window, pids) as col:
+        started = time.monotonic()  # --duration counts from here, not from BPF compile time
+        what = " ".join(command) if command else (f"PIDs {' '.join(map(str, pids))}" if pids else "all processes")
+        print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
+              "Ctrl-C to stop", file=sys.stderr, flush=True)
         if command:
             proc, go = _spawn_held(command)
             col.track([proc.pid])
@@ -228,7 +234,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         from dataclasses import replace  # noqa: PLC0415
         rows = [replace(w, label=args.label if args.label is not None else w.label,
                         source=args.source if args.source is not None else w.source) for w in rows]
-    write_trace(out, rows, TraceMeta(window_s=args.window, collector=kind))
+    write_trace(out, rows, TraceMeta(window_s=args.window, collector=kind, syscall_duty=args.syscall_duty))
     processes = len({(w.pid, w.start_time) for w in rows})
     status = ""
     if proc is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -34,7 +36,7 @@ def _window(kind: str, rng: np.random.Generator, pid: int, t: float, dur: float,
     return Window(host="h", t_start=t, dur_s=dur, pid=pid, start_time=pid * 10, syscalls=sys, **sched, **kw)  # type: ignore[arg-type]
 
 
-def make_frame(n: int = 40, dur: float = 1.0, seed: int = 0, sources_per_label: int = 2,
+def _make_frame(n: int = 40, dur: float = 1.0, seed: int = 0, sources_per_label: int = 2,
                comm: str | None = None, labelled: bool = True) -> pd.DataFrame:
     """`n` windows per (label, source), one process per source, 3 labels."""
     rng = np.random.default_rng(seed)
@@ -53,4 +55,10 @@ def make_frame(n: int = 40, dur: float = 1.0, seed: int = 0, sources_per_label: 
 @pytest.fixture(scope="session")
 def frame() -> pd.DataFrame:
     """A labelled synthetic frame: 3 labels x 2 applications x 40 windows of 1 s."""
-    return make_frame()
+    return _make_frame()
+
+
+@pytest.fixture(scope="session")
+def make_frame() -> Callable[..., pd.DataFrame]:
+    """The synthetic frame builder (n, dur, seed, sources_per_label, comm, labelled)."""
+    return _make_frame

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 from pathlib import Path
 
@@ -13,11 +15,10 @@ import pytest
 from procsift.collector.traceio import TraceMeta, write_trace
 from procsift.service.cli import main
 
-from conftest import make_frame
 
 
 @pytest.fixture(scope="module")
-def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trace(tmp_path_factory: pytest.TempPathFactory, make_frame: Callable[..., pd.DataFrame]) -> Path:
     path = tmp_path_factory.mktemp("t") / "synthetic.parquet"
     write_trace(path, make_frame(n=30, dur=0.5), TraceMeta(window_s=0.5))
     return path
@@ -87,7 +88,7 @@ def test_wrong_schema_trace(bundle: Path, tmp_path: Path, capsys: pytest.Capture
     _one_error_line(capsys, ["train", str(bad), "-o", str(tmp_path / "x")], "not a procsift trace")
 
 
-def test_unknown_label_in_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_label_in_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str], make_frame: Callable[..., pd.DataFrame]) -> None:
     f = make_frame(n=3)
     f["label"] = "gaming"
     path = tmp_path / "bad.csv"
@@ -95,13 +96,13 @@ def test_unknown_label_in_trace(tmp_path: Path, capsys: pytest.CaptureFixture[st
     _one_error_line(capsys, ["train", str(path), "-o", str(tmp_path / "x")], "unknown label 'gaming'")
 
 
-def test_empty_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str], make_frame: Callable[..., pd.DataFrame]) -> None:
     path = tmp_path / "empty.parquet"
     write_trace(path, make_frame(n=1).iloc[0:0], TraceMeta(window_s=1.0))
     _one_error_line(capsys, ["train", str(path), "-o", str(tmp_path / "x")], "no windows")
 
 
-def test_unlabelled_trace_for_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unlabelled_trace_for_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str], make_frame: Callable[..., pd.DataFrame]) -> None:
     path = tmp_path / "u.parquet"
     write_trace(path, make_frame(n=3, labelled=False), TraceMeta(window_s=1.0))
     _one_error_line(capsys, ["train", "--model", "tree", str(path), "-o", str(tmp_path / "x")], "no labels")
@@ -115,7 +116,7 @@ def test_corrupt_bundle(bundle: Path, trace: Path, tmp_path: Path, capsys: pytes
     _one_error_line(capsys, ["predict", str(broken), str(trace)], "does not match the sha256")
 
 
-def test_window_shorter_than_the_traces(bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_window_shorter_than_the_traces(bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], make_frame: Callable[..., pd.DataFrame]) -> None:
     path = tmp_path / "long.parquet"
     write_trace(path, make_frame(n=4, dur=1.5), TraceMeta(window_s=1.5))
     _one_error_line(capsys, ["predict", str(bundle), str(path)], "cannot make 1 s windows from 1.5 s")

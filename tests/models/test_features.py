@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,7 +13,6 @@ from procsift.collector.traceio import TraceMeta, windows_to_frame, write_trace
 from procsift.models import FEATURE_NAMES, FeatureTransform, RAW_COLUMNS, load_traces, train_bundle
 from procsift.models.features import raw_matrix
 
-from conftest import make_frame
 
 
 def test_rates_are_per_second_and_proportions_sum_to_one() -> None:
@@ -32,7 +33,7 @@ def test_identity_columns_never_reach_the_features() -> None:
     assert not {"comm", "exe", "uid", "cgroup", "pid", "ppid", "start_time", "host"} & set(RAW_COLUMNS)
 
 
-def test_a_renamed_copy_of_a_program_gets_the_same_label(tmp_path) -> None:
+def test_a_renamed_copy_of_a_program_gets_the_same_label(tmp_path, make_frame: Callable[..., pd.DataFrame]) -> None:
     train = make_frame(seed=1)
     write_trace(tmp_path / "t.parquet", train, TraceMeta(window_s=1.0))
     bundle = train_bundle("tree", load_traces([tmp_path / "t.parquet"]))
@@ -49,7 +50,7 @@ def test_a_renamed_copy_of_a_program_gets_the_same_label(tmp_path) -> None:
     np.testing.assert_array_equal(pa, pb)
 
 
-def test_rows_without_syscall_counts_are_labelled_by_the_scheduler_features(tmp_path) -> None:
+def test_rows_without_syscall_counts_are_labelled_by_the_scheduler_features(tmp_path, make_frame: Callable[..., pd.DataFrame]) -> None:
     write_trace(tmp_path / "t.parquet", make_frame(seed=3), TraceMeta(window_s=1.0))
     bundle = train_bundle("tree", load_traces([tmp_path / "t.parquet"]))
     proc = make_frame(n=15, seed=4)
@@ -63,7 +64,7 @@ def test_rows_without_syscall_counts_are_labelled_by_the_scheduler_features(tmp_
     assert label == labels[0]
 
 
-def test_training_on_proc_rows_is_refused_clearly(tmp_path) -> None:
+def test_training_on_proc_rows_is_refused_clearly(tmp_path, make_frame: Callable[..., pd.DataFrame]) -> None:
     f = make_frame(n=5)
     f[list(SYSCALL_COLUMNS) + list(CATEGORY_COLUMNS) + ["syscalls"]] = 0
     write_trace(tmp_path / "p.parquet", f, TraceMeta(window_s=1.0, collector="proc"))

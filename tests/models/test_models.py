@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,7 +13,6 @@ from procsift.models import (
 )
 from procsift.models.pos import POS_COLUMNS
 
-from conftest import make_frame
 
 
 def _set(frame: pd.DataFrame) -> TraceSet:
@@ -43,7 +44,7 @@ def test_tree_explanation_is_its_decision_path(frame: pd.DataFrame) -> None:
     assert all(step["feature"] for step in exp.details["path"])
 
 
-def test_em_without_labels_yields_cluster_groups() -> None:
+def test_em_without_labels_yields_cluster_groups(make_frame: Callable[..., pd.DataFrame]) -> None:
     unlabelled = make_frame(labelled=False)
     bundle = train_bundle("em", _set(unlabelled))
     assert all(lab.startswith("cluster-") for lab in bundle.labels)
@@ -85,13 +86,13 @@ def test_pos_re_predicts_thresholds_each_period() -> None:
     assert pos.predict(later).tolist() == ["html-serving"] * 3
 
 
-def test_pos_without_html_windows_is_refused() -> None:
+def test_pos_without_html_windows_is_refused(make_frame: Callable[..., pd.DataFrame]) -> None:
     with pytest.raises(TrainingDataError):
         train_bundle("pos", _set(make_frame(n=5).query("label != 'html-serving'")))
     assert "comm" not in POS_COLUMNS and "cat_net_recv" in POS_COLUMNS
 
 
-def test_unlabelled_traces_cannot_train_a_tree() -> None:
+def test_unlabelled_traces_cannot_train_a_tree(make_frame: Callable[..., pd.DataFrame]) -> None:
     with pytest.raises(TrainingDataError, match="no labels"):
         train_bundle("tree", _set(make_frame(n=5, labelled=False)))
 
@@ -106,7 +107,7 @@ def test_cross_validation_holds_out_whole_applications(frame: pd.DataFrame) -> N
         cross_validate("tree", only_one)
 
 
-def test_reaggregation_adds_counts_and_keeps_the_longest_wait() -> None:
+def test_reaggregation_adds_counts_and_keeps_the_longest_wait(make_frame: Callable[..., pd.DataFrame]) -> None:
     f = make_frame(n=10, dur=0.5, sources_per_label=1)
     g = reaggregate(f, 0.5, 1.0)
     assert len(g) == len(f) // 2

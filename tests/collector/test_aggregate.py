@@ -1,0 +1,126 @@
+"""Aggregation of per-task samples into Window rows (pure; recorded-style snapshots, no kernel)."""
+
+from __future__ import annotations
+
+from procsift.collector.aggregate import Aggregator
+from procsift.collector.samples import STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo, TaskSample
+
+TICK = 10_000_000  # ns per clock tick at CLK_TCK=100
+
+
+def _info(pid: int, start_time: int, comm: str = "app") -> ProcInfo:
+    return ProcInfo(pid=pid, start_time=start_time, ppid=1, comm=comm, exe=f"/bin/{comm}", uid=1000,
+                    nthreads=2, cgroup="/user", rss_bytes=4096, read_bytes=0, write_bytes=0)
+
+
+class FakeProc:
+    """A stand-in for /proc: which processes exist now."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, ProcInfo] = {}
+        self.threads: dict[int, int] = {}
+
+    def info(self, pid: int, io: bool = True) -> ProcInfo | None:
+        return self.procs.get(pid)
+
+    def tgid_of(self, tid: int) -> int | None:
+        return self.threads.get(tid)
+
+
+def _agg(fake: FakeProc) -> Aggregator:
+    return Aggregator("h", fake.info, fake.tgid_of, clk_tck=100)
+
+
+def test_threads_fold_into_their_process_and_windows_are_deltas() -> None:
+    fake = FakeProc()
+    fake.procs[10] = _info(10, 5)
+    fake.threads[11] = 10
+    agg = _agg(fake)
+    d1 = Drain.of(1000, [
+        TaskSample(tid=10, tgid=10, run_ns=100, switches_in=6, voluntary=5, transitions=10, max_wait_ns=50),
+        TaskSample(tid=11, tgid=0, run_ns=30, switches_in=3, involuntary=3, max_wait_ns=70),
+    ], syscalls={10: {39: 7, 0: 2}})
+    rows, forget = agg.build(d1, 0.0, 1.0)
+    assert forget == []
+    (w,) = rows
+    assert (w.pid, w.start_time, w.comm) == (10, 5, "app")
+    assert w.run_ns == 130 and w.switches_in == 9 and w.voluntary == 5 and w.involuntary == 3
+    assert w.max_wait_ns == 70 and w.run_wait_transitions == 10
+    assert w.syscalls == {"getpid": 7, "read": 2}
+    d2 = Drain.of(2000, [
+        TaskSample(tid=10, tgid=10, run_ns=160, switches_in=10, voluntary=9, transitions=18),
+        TaskSample(tid=11, tgid=11 and 10, run_ns=30, switches_in=3, involuntary=3),
+    ])
+    (w2,) = agg.build(d2, 1.0, 1.0)[0]
+    assert w2.run_ns == 60 and w2.switches_in == 4 and w2.voluntary == 4 and w2.max_wait_ns == 0
+    assert w2.syscalls == {}
+
+
+def test_state_in_progress_counts_up_to_now() -> None:
+    fake = FakeProc()
+    fake.procs[20] = _info(20, 5)
+    agg = _agg(fake)
+    s = TaskSample(tid=20, tgid=20, state=STATE_SLEEP, ts=500, sleep_ns=100, switches_in=5)
+    (w,) = agg.build(Drain.of(1500, [s]), 0.0, 1.0)[0]
+    assert w.sleep_ns == 100 + 1000
+    # next window: still asleep, nothing new happened: no row (too quiet to report)
+    assert agg.build(Drain.of(2500, [s]), 1.0, 1.0)[0] == []
+    # it woke and ran: the whole sleep up to the wake-up is counted once, no double count
+    s2 = TaskSample(tid=20, tgid=20, state=STATE_RUNNING, ts=2600, sleep_ns=100 + 2100,
+                    switches_in=6, run_ns=0)
+    (w3,) = agg.build(Drain.of(3000, [s2]), 2.0, 1.0)[0]
+    assert w3.sleep_ns == 2200 - 2100 and w3.run_ns == 400  # 2500..2600 asleep, 2600..3000 running
+
+
+def test_process_exiting_mid_window_yields_its_last_row() -> None:
+    fake = FakeProc()
+    fake.procs[30] = _info(30, 5, "short")
+    agg = _agg(fake)
+    agg.build(Drain.of(1000, [TaskSample(tid=30, tgid=30, run_ns=10, switches_in=5)]), 0.0, 1.0)
+    del fake.procs[30]  # gone from /proc before the window closed
+    d = Drain.of(2000, [TaskSample(tid=30, tgid=30, run_ns=25, switches_in=7, exited=True,
+                                             comm="short")], syscalls={30: {60: 1}})
+    rows, forget = agg.build(d, 1.0, 1.0)
+    (w,) = rows
+    assert w.exited and w.comm == "short" and w.exe == "/bin/short" and w.run_ns == 15
+    assert w.syscalls == {"exit": 1}
+    assert forget == [30]
+
+
+def test_never_seen_process_that_exits_gets_identity_from_bpf() -> None:
+    agg = _agg(FakeProc())
+    s = TaskSample(tid=40, tgid=40, ppid=7, run_ns=5, switches_in=1, start_ns=123 * TICK + 5,
+                   exited=True, comm="blink")
+    (w,) = agg.build(Drain.of(10, [s]), 0.0, 1.0)[0]
+    assert (w.pid, w.start_time, w.ppid, w.comm, w.exited) == (40, 123, 7, "blink", True)
+
+
+def test_reused_pid_is_another_process() -> None:
+    fake = FakeProc()
+    fake.procs[50] = _info(50, 100, "old")
+    agg = _agg(fake)
+    agg.build(Drain.of(1, [TaskSample(tid=50, tgid=50, run_ns=1000, switches_in=9)]), 0.0, 1.0)
+    # the old process exits, a new one gets PID 50 within the same run
+    fake.procs[50] = _info(50, 300, "new")
+    new = TaskSample(tid=50, tgid=50, run_ns=40, switches_in=6, start_ns=300 * TICK)
+    (w,) = agg.build(Drain.of(2, [new]), 1.0, 1.0)[0]
+    # counters start from zero for the new process (not 40 - 1000 clamped), identity is new
+    assert (w.start_time, w.comm, w.run_ns, w.switches_in) == (300, "new", 40, 6)
+
+
+def test_pid_reused_before_the_old_row_was_reported() -> None:
+    fake = FakeProc()
+    fake.procs[60] = _info(60, 900, "newer")  # /proc already shows the next process
+    agg = _agg(fake)
+    old = TaskSample(tid=60, tgid=60, run_ns=5, switches_in=5, start_ns=100 * TICK, exited=False,
+                     comm="older")
+    (w,) = agg.build(Drain.of(1, [old]), 0.0, 1.0)[0]
+    assert w.start_time == 100 and w.comm == "older" and w.exited
+
+
+def test_unknown_syscall_numbers_are_counted_as_unknown() -> None:
+    fake = FakeProc()
+    fake.procs[70] = _info(70, 1)
+    agg = _agg(fake)
+    (w,) = agg.build(Drain.of(1, [], syscalls={70: {9999: 4, 9998: 1}}), 0.0, 1.0)[0]
+    assert w.syscalls == {"unknown": 5}
