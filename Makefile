@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test test-unit bench clean
+.PHONY: setup run test test-unit bench clean datasets default-bundle bench-classifier
 
 setup:
 	@bash scripts/setup.sh
@@ -22,3 +22,22 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Real programs the dataset recipes run (installed idempotently, only when missing).
+DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils \
+	curl make gcc nodejs
+BUNDLE_WINDOW ?= 5
+
+# Re-record every dataset (needs root, ~25 min), then retrain the default bundle.
+datasets: setup
+	EXTRA_APT_PACKAGES="$(DATASET_APT)" bash scripts/setup.sh
+	$(PY) -m procsift.datasets.recipes --out datasets/data
+	$(MAKE) default-bundle
+
+# Train the default bundle (shipped in the package) on the shipped data, with its report.
+default-bundle: setup
+	$(VENV)/bin/procsift train --model tree -w $(BUNDLE_WINDOW) datasets/data/*.parquet -o models/default
+	$(VENV)/bin/procsift evaluate models/default datasets/data/*.parquet --report models/default-report
+
+bench-classifier: setup
+	$(PY) bench/classifier.py

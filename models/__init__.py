@@ -1,3 +1,25 @@
-"""Models that label Window rows: decision tree, EM clustering and the POS run/wait heuristic (filled by a later issue)."""
+"""Models that label Window rows: decision tree, EM clustering and the POS run/wait heuristic, saved as bundles."""
 
-__all__: list[str] = []
+from procsift.models.aggregate import reaggregate
+from procsift.models.bundle import (
+    Bundle, BundleVersionWarning, default_bundle_path, load_bundle, save_bundle,
+)
+from procsift.models.em import EMClassifier
+from procsift.models.errors import (
+    BundleError, IncompatibleModel, ModelError, TrainingDataError, UntrustedBundle,
+)
+from procsift.models.evaluation import cross_validate, score_predictions
+from procsift.models.explain import Explanation
+from procsift.models.features import FEATURE_NAMES, RAW_COLUMNS, FeatureTransform
+from procsift.models.kinds import MODEL_KINDS, make_pipeline
+from procsift.models.pos import POSDetector
+from procsift.models.smoothing import Smoother
+from procsift.models.training import TraceSet, load_traces, train_bundle
+
+__all__ = [
+    "Bundle", "BundleError", "BundleVersionWarning", "EMClassifier", "Explanation", "FEATURE_NAMES",
+    "FeatureTransform", "IncompatibleModel", "MODEL_KINDS", "ModelError", "POSDetector", "RAW_COLUMNS",
+    "Smoother", "TraceSet", "TrainingDataError", "UntrustedBundle", "cross_validate",
+    "default_bundle_path", "load_bundle", "load_traces", "make_pipeline", "reaggregate", "save_bundle",
+    "score_predictions", "train_bundle",
+]

@@ -18,6 +18,7 @@ _VERB_MODULES = (
     "procsift.service.cli._collect",
     "procsift.service.cli._trace",
     "procsift.service.cli._simulate",
+    "procsift.service.cli._models",
 )
 
 __all__ = ["main", "build_parser"]

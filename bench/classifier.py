@@ -1,0 +1,177 @@
+"""Classifier benchmark: held-out macro-F1 per window length, throughput, latency, label settling and flips.
+
+Usage: .venv/bin/python bench/classifier.py [TRACE...] [--models tree,em,pos] [--windows 0.5,1,2,5,10]
+Defaults to the shipped datasets (datasets/data/*.parquet, recorded with 0.5 s windows).
+Prints a table and writes bench/results/classifier.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from procsift.models import MODEL_KINDS, Smoother, cross_validate, load_traces, train_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def f1_sweep(paths: list[Path], kinds: list[str], windows: list[float]) -> list[dict[str, Any]]:
+    """Leave-one-application-out macro-F1 of each model at each window length."""
+    out = []
+    for w in windows:
+        ts = load_traces(paths, w)
+        for kind in kinds:
+            t0 = time.perf_counter()
+            s = cross_validate(kind, ts.frame)
+            out.append({"window_s": w, "model": kind, "macro_f1": s["macro_f1"],
+                        "smoothed_macro_f1": s["smoothed_macro_f1"], "accuracy": s["accuracy"],
+                        "windows": s["windows"], "binary": s["binary"], "seconds": time.perf_counter() - t0,
+                        "per_class_f1": {k: v["f1"] for k, v in s["per_class"].items()}})
+            print(f"  {kind:<5} {w:>5g} s  macro-F1 {s['macro_f1']:.3f}  smoothed {s['smoothed_macro_f1']:.3f}"
+                  f"  ({s['windows']} windows, {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return out
+
+
+def speed(paths: list[Path], kinds: list[str], window: float, repeats: int = 5) -> list[dict[str, Any]]:
+    """Batch windows/s (>= 100k rows per batch) and single-window latency, per model."""
+    ts = load_traces(paths, window)
+    frame = ts.frame[~ts.frame["insufficient"]].reset_index(drop=True)
+    reps = max(1, int(np.ceil(100_000 / len(frame))))
+    big = pd.concat([frame] * reps, ignore_index=True)
+    records = frame.sample(min(1000, len(frame)), random_state=0).to_dict("records")
+    out = []
+    for kind in kinds:
+        bundle = train_bundle(kind, ts)
+        batch = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            bundle.predict_frame(big, collector="bpf")
+            batch.append(len(big) / (time.perf_counter() - t0))
+        lat = []
+        for rec in records:
+            t0 = time.perf_counter()
+            bundle.predict_row(rec, collector="bpf")
+            lat.append(time.perf_counter() - t0)
+        lat_us = np.array(lat) * 1e6
+        out.append({"model": kind, "batch_rows": len(big), "batch_windows_per_s": statistics.median(batch),
+                    "single_p50_us": float(np.percentile(lat_us, 50)),
+                    "single_p99_us": float(np.percentile(lat_us, 99)), "single_calls": len(lat)})
+    return out
+
+
+def settling(paths: list[Path], window: float, k: int = 2, n: int = 3) -> dict[str, Any]:
+    """Label stability of the tree on held-out applications, through the Smoother.
+
+    Steady state: label changes per process-minute over each held-out application's own
+    processes. Settling: real recorded windows of a process of one label followed by those
+    of a process of another label under one key (a spliced change of behaviour); windows
+    from the change until the smoothed label is the new truth.
+    """
+    ts = load_traces(paths, window)
+    frame = ts.frame[ts.frame["label"].notna() & ts.frame["source"].notna()].reset_index(drop=True)
+    preds = np.empty(len(frame), dtype=object)
+    for src in sorted(frame["source"].unique()):
+        test = (frame["source"] == src).to_numpy()
+        bundle = train_bundle("tree", type(ts)(frame[~test], window, ts.collectors, ts.files))
+        preds[test], _ = bundle.predict_frame(frame[test], collector="bpf")
+    frame["pred"] = preds
+    changes, minutes, raw_changes = 0, 0.0, 0
+    streams = []
+    for key, g in frame.sort_values("t_start").groupby(["source", "pid", "start_time"]):
+        sm = Smoother(k, n)
+        prev = None
+        for lab, ins in zip(g["pred"], g["insufficient"]):
+            sm.update(key, lab, None, bool(ins))
+            if not ins:
+                raw_changes += prev is not None and lab != prev
+                prev = lab
+        st = sm.state(key)
+        assert st is not None
+        changes += st.changes
+        minutes += len(g) * window / 60
+        active = g[~g["insufficient"]]
+        if len(active) >= 10:
+            streams.append((str(g["label"].iloc[0]), active["pred"].tolist()))
+    delays = []
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        a, b = rng.choice(len(streams), 2, replace=False)
+        (la, pa), (lb, pb) = streams[a], streams[b]
+        if la == lb:
+            continue
+        sm = Smoother(k, n)
+        for lab in pa[-10:]:
+            sm.update("x", lab)
+        for i, lab in enumerate(pb[:30], 1):
+            if sm.update("x", lab) == lb:
+                delays.append(i)
+                break
+        else:
+            delays.append(None)
+    settled = [d for d in delays if d is not None]
+    return {
+        "window_s": window, "k": k, "n": n, "process_minutes": minutes,
+        "smoothed_flips_per_process_minute": changes / minutes if minutes else float("nan"),
+        "raw_flips_per_process_minute": raw_changes / minutes if minutes else float("nan"),
+        "splices": len(delays), "settled": len(settled),
+        "settle_windows_median": float(np.median(settled)) if settled else None,
+        "settle_within_2_windows": float(np.mean([d is not None and d <= 2 for d in delays])) if delays else None,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="*", type=Path)
+    ap.add_argument("--models", default=",".join(MODEL_KINDS))
+    ap.add_argument("--windows", default="0.5,1,2,5,10")
+    ap.add_argument("--speed-window", type=float, default=1.0)
+    ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("-o", "--output", type=Path, default=ROOT / "bench" / "results" / "classifier.json")
+    args = ap.parse_args()
+    paths = args.traces or sorted((ROOT / "datasets" / "data").glob("*.parquet"))
+    kinds = args.models.split(",")
+    windows = [float(w) for w in args.windows.split(",")]
+    result: dict[str, Any] = {"host": platform.node(), "cpus": os.cpu_count(), "traces": [p.name for p in paths],
+                              "started": time.time()}
+    print("speed ...", file=sys.stderr)
+    result["speed"] = speed(paths, kinds, args.speed_window)
+    print("settling ...", file=sys.stderr)
+    result["settling"] = [settling(paths, w) for w in (1.0, 5.0)]
+    if not args.skip_sweep:
+        print("window-length sweep ...", file=sys.stderr)
+        result["sweep"] = f1_sweep(paths, kinds, windows)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=args.output.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(result, fh, indent=2)
+    os.replace(tmp, args.output)
+
+    print(f"{'model':<6} {'batch windows/s':>16} {'single p50 us':>14} {'single p99 us':>14}")
+    for s in result["speed"]:
+        print(f"{s['model']:<6} {s['batch_windows_per_s']:>16,.0f} {s['single_p50_us']:>14.1f} {s['single_p99_us']:>14.1f}")
+    for st in result["settling"]:
+        print(f"settling @ {st['window_s']:g} s (k={st['k']} of n={st['n']}): flips/process-minute smoothed "
+              f"{st['smoothed_flips_per_process_minute']:.3f} (raw {st['raw_flips_per_process_minute']:.3f}); "
+              f"settled within 2 windows in {st['settle_within_2_windows']:.0%} of {st['splices']} spliced changes")
+    if "sweep" in result:
+        print(f"{'model':<6} " + " ".join(f"{w:>7g}s" for w in windows) + "   (leave-one-application-out macro-F1)")
+        for kind in kinds:
+            row = {r["window_s"]: r["macro_f1"] for r in result["sweep"] if r["model"] == kind}
+            print(f"{kind:<6} " + " ".join(f"{row.get(w, float('nan')):>8.3f}" for w in windows))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Grouped cross-validation that holds out whole applications (by `source`), and the scores it yields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+from procsift.collector.schema import LABELS
+from procsift.models.errors import TrainingDataError
+from procsift.models.kinds import fit_pipeline, input_columns, trainable_rows
+from procsift.models.pos import HTML
+from procsift.models.smoothing import Smoother
+
+__all__ = ["cross_validate", "score_predictions", "smooth_labels"]
+
+FoldProgress = Callable[[int, int, str], None]
+
+
+def score_predictions(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict[str, Any]:
+    """Per-class precision/recall/F1, macro-F1, accuracy and the confusion matrix (rows = truth)."""
+    y_true = np.asarray(y_true, dtype=object)
+    y_pred = np.asarray(y_pred, dtype=object)
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    return {
+        "labels": labels,
+        "per_class": {lab: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]),
+                            "support": int(s[i])} for i, lab in enumerate(labels)},
+        "macro_f1": float(np.mean(f)),
+        "accuracy": float(np.mean(y_true == y_pred)) if len(y_true) else 0.0,
+        "confusion": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        "windows": int(len(y_true)),
+    }
+
+
+def smooth_labels(frame: pd.DataFrame, labels: np.ndarray, k: int = 2, n: int = 3) -> np.ndarray:
+    """Each window's process-level label after the Smoother has seen it (windows taken in time order)."""
+    order = np.argsort(frame["t_start"].to_numpy(), kind="stable")
+    keys = list(zip(frame["pid"].to_numpy(), frame["start_time"].to_numpy()))
+    insufficient = frame["insufficient"].to_numpy(dtype=bool)
+    sm = Smoother(k, n)
+    out = np.empty(len(frame), dtype=object)
+    for i in order:
+        out[i] = sm.update(keys[i], labels[i], None, bool(insufficient[i])) or labels[i]
+    return out
+
+
+def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
+                   progress: FoldProgress | None = None) -> dict[str, Any]:
+    """Leave-one-application-out scores of a model of `kind` on labelled, active windows.
+
+    Each fold trains on every source but one and predicts the held-out source's windows.
+    `pos` labels html-serving vs. not, so it is scored on that binary split.
+    """
+    rows = trainable_rows(frame)
+    rows = rows[rows["source"].notna()].reset_index(drop=True)
+    sources = sorted(rows["source"].unique())
+    if len(sources) < 2:
+        raise TrainingDataError("cross-validation needs labelled windows from at least two sources")
+    truth = rows["label"].to_numpy(dtype=object)
+    if kind == "pos":
+        other = "background"
+        truth = np.where(truth == HTML, HTML, other)
+        labels = sorted({HTML, other})
+    else:
+        labels = [lab for lab in LABELS if lab in set(truth)]
+    pred = np.empty(len(rows), dtype=object)
+    folds = []
+    for i, src in enumerate(sources):
+        if progress:
+            progress(i, len(sources), str(src))
+        test = (rows["source"] == src).to_numpy()
+        train = frame[frame["source"] != src] if kind == "em" else rows[~test]
+        try:
+            pipe = fit_pipeline(kind, train, random_state)
+        except TrainingDataError:
+            pred[test] = "untrainable"
+            continue
+        X = rows.loc[test, list(input_columns(kind))].to_numpy(dtype=np.float64)
+        pred[test] = pipe.predict(X)
+        held = rows[test]
+        folds.append({"source": str(src), "label": str(held["label"].iloc[0]), "windows": int(test.sum()),
+                      "accuracy": float(np.mean(pred[test] == truth[test]))})
+    if progress:
+        progress(len(sources), len(sources), "done")
+    scores = score_predictions(truth, pred, labels)
+    smoothed = np.empty(len(rows), dtype=object)
+    for src in sources:
+        m = (rows["source"] == src).to_numpy()
+        smoothed[m] = smooth_labels(rows[m], pred[m])
+    scores["smoothed_macro_f1"] = score_predictions(truth, smoothed, labels)["macro_f1"]
+    scores["folds"] = folds
+    scores["kind"] = kind
+    scores["binary"] = kind == "pos"
+    return scores

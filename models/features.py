@@ -1,0 +1,159 @@
+"""The shared feature transform: rates per second, syscall-category proportions, log1p of times and rates.
+
+Features are behaviour only. Identity columns (comm, exe, uid, cgroup, pid) never enter:
+a copy of a program under another name gets the same features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from procsift.collector.schema import CATEGORY_COLUMNS, SCHED_COLUMNS
+from procsift.collector.syscalls import CATEGORIES
+
+__all__ = [
+    "RAW_COLUMNS", "FEATURE_NAMES", "PROC_FEATURE_NAMES", "FeatureTransform", "raw_matrix",
+    "raw_vector",
+]
+
+RAW_COLUMNS: tuple[str, ...] = (
+    ("dur_s",) + SCHED_COLUMNS + ("read_bytes", "write_bytes", "syscalls") + CATEGORY_COLUMNS
+)
+"""Trace columns the transform reads, in the order of its input matrix."""
+
+_COUNT_RATES = ("switches_in", "voluntary", "involuntary", "run_wait_transitions", "wakeups", "wakes_others")
+_TIMES = ("run_ns", "runq_ns", "sleep_ns", "block_ns")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    tuple(f"prop_{c}" for c in CATEGORIES)
+    + tuple(f"log_rate_{c}" for c in CATEGORIES)
+    + ("log_rate_syscalls", "log_syscalls_per_switch")
+    + tuple(f"log_{t[:-3]}_us_per_s" for t in _TIMES)
+    + tuple(f"share_{t[:-3]}" for t in _TIMES)
+    + ("log_max_wait_ms",)
+    + tuple(f"log_rate_{c}" for c in _COUNT_RATES)
+    + ("involuntary_share", "log_run_us_per_switch", "log_rate_read_bytes", "log_rate_write_bytes")
+)
+"""Every feature the transform can produce, in output order."""
+
+PROC_FEATURE_NAMES: tuple[str, ...] = (
+    "log_run_us_per_s", "log_runq_us_per_s", "log_rate_switches_in", "log_rate_voluntary",
+    "log_rate_involuntary", "involuntary_share", "log_run_us_per_switch",
+    "log_rate_read_bytes", "log_rate_write_bytes",
+)
+"""The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
+
+_IDX = {c: i for i, c in enumerate(RAW_COLUMNS)}
+
+
+def raw_matrix(frame: pd.DataFrame) -> np.ndarray:
+    """The transform's input from a trace frame.
+
+    Returns
+    -------
+    ndarray of shape (n_windows, len(RAW_COLUMNS)), float64
+    """
+    return frame.loc[:, list(RAW_COLUMNS)].to_numpy(dtype=np.float64, copy=False)
+
+
+def raw_vector(row: Mapping[str, object] | pd.Series) -> np.ndarray:
+    """The transform's input for one window (a trace row or Window.as_record()).
+
+    Returns
+    -------
+    ndarray of shape (1, len(RAW_COLUMNS)), float64
+    """
+    return np.array([[float(row[c]) for c in RAW_COLUMNS]], dtype=np.float64)  # type: ignore[arg-type]
+
+
+def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a, dtype=np.float64)
+    np.divide(a, b, out=out, where=b > 0)
+    return out
+
+
+def compute_features(raw: np.ndarray) -> np.ndarray:
+    """Every feature in FEATURE_NAMES from raw rows.
+
+    Parameters
+    ----------
+    raw : ndarray of shape (n_windows, len(RAW_COLUMNS))
+
+    Returns
+    -------
+    ndarray of shape (n_windows, len(FEATURE_NAMES))
+    """
+    raw = np.asarray(raw, dtype=np.float64)
+    col = lambda name: raw[:, _IDX[name]]  # noqa: E731
+    dur = np.maximum(col("dur_s"), 1e-3)
+    syscalls = col("syscalls")
+    cats = raw[:, [_IDX[c] for c in CATEGORY_COLUMNS]]
+    times = raw[:, [_IDX[t] for t in _TIMES]]
+    counts = raw[:, [_IDX[c] for c in _COUNT_RATES]]
+    switches = col("switches_in")
+    parts = [
+        _safe_div(cats, syscalls[:, None]),
+        np.log1p(cats / dur[:, None]),
+        np.log1p(syscalls / dur)[:, None],
+        np.log1p(_safe_div(syscalls, switches))[:, None],
+        np.log1p(times / 1e3 / dur[:, None]),
+        _safe_div(times, times.sum(axis=1)[:, None]),
+        np.log1p(col("max_wait_ns") / 1e6)[:, None],
+        np.log1p(counts / dur[:, None]),
+        _safe_div(col("involuntary"), col("voluntary") + col("involuntary"))[:, None],
+        np.log1p(_safe_div(col("run_ns") / 1e3, switches))[:, None],
+        np.log1p(col("read_bytes") / dur)[:, None],
+        np.log1p(col("write_bytes") / dur)[:, None],
+    ]
+    out = np.hstack(parts)
+    np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN
+    return out
+
+
+class FeatureTransform(TransformerMixin, BaseEstimator):
+    """Raw trace columns (RAW_COLUMNS) to behaviour features; stateless.
+
+    Parameters
+    ----------
+    feature_set : {"full", "proc"}
+        "full" for BPF rows; "proc" keeps only what the /proc fallback collector can measure.
+    """
+
+    def __init__(self, feature_set: str = "full") -> None:
+        self.feature_set = feature_set
+
+    def fit(self, X: np.ndarray, y: object = None) -> "FeatureTransform":
+        """Check the input width and choose the output columns."""
+        if self.feature_set not in ("full", "proc"):
+            raise ValueError(f"feature_set must be 'full' or 'proc', not {self.feature_set!r}")
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != len(RAW_COLUMNS):
+            raise ValueError(f"expected {len(RAW_COLUMNS)} raw columns, got shape {X.shape}")
+        names = FEATURE_NAMES if self.feature_set == "full" else PROC_FEATURE_NAMES
+        self.columns_ = np.array([FEATURE_NAMES.index(n) for n in names])
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Features of each row.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_windows, len(RAW_COLUMNS))
+
+        Returns
+        -------
+        ndarray of shape (n_windows, n_features)
+        """
+        check_is_fitted(self, "columns_")
+        return compute_features(X)[:, self.columns_]
+
+    def get_feature_names_out(self, input_features: object = None) -> np.ndarray:
+        """Names of the output features, in order."""
+        check_is_fitted(self, "columns_")
+        return np.array([FEATURE_NAMES[i] for i in self.columns_], dtype=object)

@@ -1,0 +1,72 @@
+"""The feature transform: behaviour only, rates per second, the /proc fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from procsift.collector.schema import SYSCALL_COLUMNS, CATEGORY_COLUMNS, Window
+from procsift.collector.traceio import TraceMeta, windows_to_frame, write_trace
+from procsift.models import FEATURE_NAMES, FeatureTransform, RAW_COLUMNS, load_traces, train_bundle
+from procsift.models.features import raw_matrix
+
+from conftest import make_frame
+
+
+def test_rates_are_per_second_and_proportions_sum_to_one() -> None:
+    w1 = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=10, run_ns=1_000_000,
+                syscalls={"read": 30, "write": 10})
+    w2 = Window(host="h", t_start=0, dur_s=2.0, pid=1, start_time=1, switches_in=20, run_ns=2_000_000,
+                syscalls={"read": 60, "write": 20})
+    X = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([w1, w2])))
+    assert X.shape == (2, len(FEATURE_NAMES))
+    np.testing.assert_allclose(X[0], X[1])  # same behaviour, twice as long a window
+    i = FEATURE_NAMES.index
+    assert X[0, i("prop_file_read")] == pytest.approx(0.75)
+    assert X[0, i("log_rate_syscalls")] == pytest.approx(np.log1p(40))
+    assert X[0, [i(f"prop_{c[4:]}") for c in CATEGORY_COLUMNS]].sum() == pytest.approx(1.0)
+
+
+def test_identity_columns_never_reach_the_features() -> None:
+    assert not {"comm", "exe", "uid", "cgroup", "pid", "ppid", "start_time", "host"} & set(RAW_COLUMNS)
+
+
+def test_a_renamed_copy_of_a_program_gets_the_same_label(tmp_path) -> None:
+    train = make_frame(seed=1)
+    write_trace(tmp_path / "t.parquet", train, TraceMeta(window_s=1.0))
+    bundle = train_bundle("tree", load_traces([tmp_path / "t.parquet"]))
+    test = make_frame(n=10, seed=2)
+    renamed = test.copy()
+    renamed["comm"] = "totally-other"
+    renamed["exe"] = "/opt/x/bin/renamed"
+    renamed["uid"] = 4242
+    renamed["cgroup"] = "/elsewhere.slice"
+    renamed["pid"] += 5000
+    a, pa = bundle.predict_frame(test)
+    b, pb = bundle.predict_frame(renamed)
+    assert list(a) == list(b)
+    np.testing.assert_array_equal(pa, pb)
+
+
+def test_rows_without_syscall_counts_are_labelled_by_the_scheduler_features(tmp_path) -> None:
+    write_trace(tmp_path / "t.parquet", make_frame(seed=3), TraceMeta(window_s=1.0))
+    bundle = train_bundle("tree", load_traces([tmp_path / "t.parquet"]))
+    proc = make_frame(n=15, seed=4)
+    proc[list(SYSCALL_COLUMNS) + list(CATEGORY_COLUMNS) + ["syscalls"]] = 0
+    proc[["sleep_ns", "block_ns", "max_wait_ns", "run_wait_transitions", "wakeups", "wakes_others"]] = 0
+    assert bundle.needs_fallback(proc)
+    labels, proba = bundle.predict_frame(proc, collector="proc")
+    assert proba.shape == (len(proc), len(bundle.labels))
+    assert np.mean(labels == proc["label"].to_numpy()) > 0.9
+    label, _ = bundle.predict_row(proc.iloc[0])
+    assert label == labels[0]
+
+
+def test_training_on_proc_rows_is_refused_clearly(tmp_path) -> None:
+    f = make_frame(n=5)
+    f[list(SYSCALL_COLUMNS) + list(CATEGORY_COLUMNS) + ["syscalls"]] = 0
+    write_trace(tmp_path / "p.parquet", f, TraceMeta(window_s=1.0, collector="proc"))
+    from procsift.models import TrainingDataError
+    with pytest.raises(TrainingDataError, match="syscall counts"):
+        train_bundle("tree", load_traces([tmp_path / "p.parquet"]))

@@ -1,0 +1,120 @@
+"""Training each model kind; EM without labels; the POS thresholds as the paper defines them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from procsift.models import (
+    MODEL_KINDS, POSDetector, TraceSet, TrainingDataError, cross_validate, reaggregate, train_bundle,
+)
+from procsift.models.pos import POS_COLUMNS
+
+from conftest import make_frame
+
+
+def _set(frame: pd.DataFrame) -> TraceSet:
+    return TraceSet(frame, float(frame["dur_s"].iloc[0]), ("bpf",), [{"name": "mem", "sha256": "0" * 64}])
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_each_model_trains_predicts_and_explains(kind: str, frame: pd.DataFrame) -> None:
+    bundle = train_bundle(kind, _set(frame))
+    labels, proba = bundle.predict_frame(frame)
+    assert proba.shape == (len(frame), len(bundle.labels))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    truth = frame["label"].to_numpy()
+    if kind == "pos":
+        html = truth == "html-serving"
+        assert (labels[html] == "html-serving").mean() > 0.9
+        assert (labels[truth == "background"] == "background").mean() > 0.9
+    else:
+        assert (labels == truth).mean() > 0.95
+    exp = bundle.explain_row(frame.iloc[0])
+    assert exp.label in bundle.labels and exp.steps
+    assert bundle.metadata["training"]["active_windows"] == len(frame)
+
+
+def test_tree_explanation_is_its_decision_path(frame: pd.DataFrame) -> None:
+    bundle = train_bundle("tree", _set(frame))
+    exp = bundle.explain_row(frame.iloc[-1])
+    assert exp.steps[-1].startswith("leaf")
+    assert all(step["feature"] for step in exp.details["path"])
+
+
+def test_em_without_labels_yields_cluster_groups() -> None:
+    unlabelled = make_frame(labelled=False)
+    bundle = train_bundle("em", _set(unlabelled))
+    assert all(lab.startswith("cluster-") for lab in bundle.labels)
+    assert len(bundle.labels) >= 2
+    labels, _ = bundle.predict_frame(unlabelled)
+    # each cluster holds (almost) only one hidden behaviour
+    hidden = make_frame()["label"].to_numpy()
+    purity = pd.Series(hidden).groupby(labels).agg(lambda s: s.value_counts().iloc[0] / len(s))
+    assert purity.min() > 0.9
+
+
+def test_em_bic_picks_a_size_and_maps_clusters_to_labels(frame: pd.DataFrame) -> None:
+    bundle = train_bundle("em", _set(frame))
+    em = bundle.pipeline.named_steps["em"]
+    assert min(em.bic_, key=em.bic_.get) == em.mixture_.n_components
+    assert set(bundle.labels) == {"interactive", "background", "html-serving"}
+
+
+def _pos_rows(rows: list[tuple[int, float, float, int, int]]) -> np.ndarray:
+    """(pid, t, max_wait_ns, transitions, wakeups) -> POS input rows."""
+    return np.array([[pid, pid, t, 1.0, wait, tr, wk, wk] for pid, t, wait, tr, wk in rows], dtype=float)
+
+
+def test_pos_learns_slp_and_rw_by_the_papers_rules() -> None:
+    # one period, two server processes: longest waits 100 ms and 50 ms, fewest cycles/wake 2 and 3
+    X = _pos_rows([(1, 0.0, 100e6, 4, 2), (1, 1.0, 20e6, 8, 2), (2, 0.0, 50e6, 6, 2), (2, 1.0, 10e6, 9, 2)])
+    pos = POSDetector(period_s=5.0).fit(X, np.array(["html-serving"] * 4))
+    assert pos.slp_ == pytest.approx(50e6)  # smallest of the longest waits
+    assert pos.rw_ == pytest.approx(3.0)  # greatest of the fewest cycles per wake-up
+
+
+def test_pos_re_predicts_thresholds_each_period() -> None:
+    X = _pos_rows([(1, 0.0, 100e6, 2, 1), (2, 0.0, 100e6, 2, 1)])
+    pos = POSDetector(period_s=1.0).fit(X, np.array(["html-serving"] * 2))
+    later = _pos_rows([(1, 0.0, 400e6, 2, 1), (1, 1.0, 300e6, 2, 1), (1, 2.0, 300e6, 2, 1)])
+    slp, rw = pos.thresholds(later)
+    assert slp[0] == pytest.approx(100e6)  # first period: the fitted value
+    assert slp[1] == pytest.approx(np.sqrt(100e6 * 400e6))  # then blended with what period 0 logged
+    assert pos.predict(later).tolist() == ["html-serving"] * 3
+
+
+def test_pos_without_html_windows_is_refused() -> None:
+    with pytest.raises(TrainingDataError):
+        train_bundle("pos", _set(make_frame(n=5).query("label != 'html-serving'")))
+    assert len(POS_COLUMNS) == 8
+
+
+def test_unlabelled_traces_cannot_train_a_tree() -> None:
+    with pytest.raises(TrainingDataError, match="no labels"):
+        train_bundle("tree", _set(make_frame(n=5, labelled=False)))
+
+
+def test_cross_validation_holds_out_whole_applications(frame: pd.DataFrame) -> None:
+    scores = cross_validate("tree", frame)
+    assert sorted(f["source"] for f in scores["folds"]) == sorted(frame["source"].unique())
+    assert scores["macro_f1"] > 0.95
+    assert np.sum(scores["confusion"]) == len(frame)
+    only_one = frame[frame["source"] == frame["source"].iloc[0]]
+    with pytest.raises(TrainingDataError, match="two sources"):
+        cross_validate("tree", only_one)
+
+
+def test_reaggregation_adds_counts_and_keeps_the_longest_wait() -> None:
+    f = make_frame(n=10, dur=0.5, sources_per_label=1)
+    g = reaggregate(f, 0.5, 1.0)
+    assert len(g) == len(f) // 2
+    assert g["syscalls"].sum() == f["syscalls"].sum()
+    assert g["run_ns"].sum() == f["run_ns"].sum()
+    assert (g["dur_s"] == 1.0).all()
+    first = f[f["pid"] == f["pid"].iloc[0]].head(2)
+    assert g["max_wait_ns"].iloc[0] == first["max_wait_ns"].max()
+    assert set(g["label"]) == set(f["label"])
+    with pytest.raises(TrainingDataError, match="whole multiple"):
+        reaggregate(f, 0.5, 0.75)
