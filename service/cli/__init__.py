@@ -19,6 +19,7 @@ _VERB_MODULES = (
     "procsift.service.cli._trace",
     "procsift.service.cli._simulate",
     "procsift.service.cli._models",
+    "procsift.service.cli._distribute",
 )
 
 __all__ = ["main", "build_parser"]
