@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from procsift.distributor import _sys
-from procsift.distributor._cgroup import CgroupBackend
+from procsift.distributor._cgroup import CgroupBackend, CpusetBackend
 from procsift.distributor._log import log_event
 from procsift.distributor._threadstate import _SCHED_FIELDS, is_fair, read_thread, same, write_thread
 from procsift.distributor.errors import AccessDenied, BackendUnavailable, ProcessGone
@@ -42,6 +42,7 @@ class _Restorer:
     journal: Journal
     dry_run: bool
     cgroups: CgroupBackend | None
+    cpusets: CpusetBackend | None
     default_slice: int | None
 
     def _check(self, pid: int, start_time: int) -> _sys.Stat:
@@ -58,7 +59,8 @@ class _Restorer:
         pid, start = entry["pid"], entry["start_time"]
         try:
             self._check(pid, start)
-            n = self._restore_threads(entry)
+            n = self._restore_cpuset(entry)  # first: leaving a cpuset resets affinity to the root's
+            n += self._restore_threads(entry, force_affinity=n > 0)
             n += self._restore_placement(entry, key)
         except ProcessGone:
             report.gone += 1
@@ -74,7 +76,30 @@ class _Restorer:
             self._forget(key)
         log_event("forget", pid=pid, comm=entry["comm"], why=why)
 
-    def _restore_threads(self, entry: dict[str, Any]) -> int:
+    def _restore_cpuset(self, entry: dict[str, Any]) -> int:
+        cs = entry.get("cpuset")
+        if not cs:
+            return 0
+        backend = self.cpusets
+        if backend is None:
+            try:
+                backend = CpusetBackend()
+            except BackendUnavailable:
+                log_event("restore-failed", logging.WARNING, pid=entry["pid"], comm=entry["comm"],
+                          why=f"cannot move back to cpuset {cs['orig']}: no cpuset hierarchy")
+                return 0
+        if backend.current(entry["pid"]) != cs["set"]:
+            return 0
+        log_event("would-move" if self.dry_run else "move", pid=entry["pid"], comm=entry["comm"],
+                  cpuset=cs["orig"], why="restore")
+        if self.dry_run:
+            return 0
+        self._check(entry["pid"], entry["start_time"])
+        backend.move(entry["pid"], cs["orig"])
+        backend.remove_if_empty(cs["set"])
+        return 1
+
+    def _restore_threads(self, entry: dict[str, Any], force_affinity: bool = False) -> int:
         pid, start, n = entry["pid"], entry["start_time"], 0
         applied = entry["applied"]
         for tid in _sys.thread_ids(pid):
@@ -86,8 +111,10 @@ class _Restorer:
             # A thread procsift never wrote inherited procsift's values when it was created.
             mine = entry["applied_tids"].get(str(tid), list(applied))
             want: dict[str, Any] = {}
+            if force_affinity and not same("affinity", now["affinity"], orig["affinity"]):
+                want["affinity"] = orig["affinity"]  # the cpuset move reset it: ours to put back
             for f in mine:
-                if f not in applied or (f in _SCHED_FIELDS and not is_fair(now["policy"])):
+                if f not in applied or f in want or (f in _SCHED_FIELDS and not is_fair(now["policy"])):
                     continue
                 if same(f, now[f], applied[f]) and not same(f, now[f], orig[f]):
                     want[f] = orig[f]
@@ -124,6 +151,7 @@ class _Restorer:
                 if not self.dry_run:
                     self._check(entry["pid"], entry["start_time"])
                     backend.move(entry["pid"], cg["orig"])
+                    backend.remove_if_empty(cg["set"])
                     n += 1
         ag = entry.get("autogroup")
         if ag:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from procsift.distributor import _sys
-from procsift.distributor._cgroup import PREFIX, CgroupBackend, find_cpu_hierarchy
+from procsift.distributor._cgroup import PREFIX, CgroupBackend, CpusetBackend, find_cpu_hierarchy
 from procsift.distributor._log import log_event
+from procsift.distributor._placement import _Pending, _Placer
 from procsift.distributor._restore import ApplyReport, _Restorer
 from procsift.distributor._threadstate import _SCHED_FIELDS, FIELDS, is_fair, read_thread, same, write_thread
 from procsift.distributor.errors import AccessDenied, BackendUnavailable, ProcessGone
@@ -34,18 +34,6 @@ def resolve_backend(backend: str) -> str:
     return "none"
 
 
-@dataclass
-class _Pending:
-    """Phase-1 result for one process: the per-thread writes and placement moves to make."""
-
-    action: Action
-    entry: dict[str, Any]
-    writes: list[tuple[int, dict[str, Any], dict[str, Any]]]
-    move: str | None = None
-    autogroup: int | None = None
-    autogroup_name: str | None = None
-
-
 def _key(pid: int, start_time: int) -> str:
     return f"{pid}:{start_time}"
 
@@ -65,7 +53,7 @@ def _desired(action: Action, slice_ok: bool) -> dict[str, Any]:
     return out
 
 
-class Applier(_Restorer):
+class Applier(_Restorer, _Placer):
     """Applies plans to live processes, journalling originals first; restores them on demand.
 
     backend: "auto" | "cgroup" | "autogroup" | "none" — how a profile's cpu_weight / cpu_idle
@@ -79,8 +67,13 @@ class Applier(_Restorer):
         self.journal = Journal(journal_path)
         self.backend = resolve_backend(backend)
         self.cgroups: CgroupBackend | None = None
+        self.cpusets: CpusetBackend | None = None
         if self.backend == "cgroup":
             self.cgroups = CgroupBackend(prefix=cgroup_prefix)
+            try:
+                self.cpusets = CpusetBackend(prefix=cgroup_prefix)
+            except BackendUnavailable:
+                pass  # cpu weight/idle still work; CPUs by per-thread affinity only
         elif self.backend not in ("autogroup", "none"):
             raise BackendUnavailable(f"unknown backend {backend!r}; allowed: auto, cgroup, autogroup, none")
         self.default_slice = _sys.probe_slice()
@@ -91,6 +84,7 @@ class Applier(_Restorer):
         self._given_up: set[str] = set()
         self._warned_none = False
         log_event("applier-start", backend=self.cgroups.describe() if self.cgroups else self.backend,
+                  cpuset=self.cpusets.describe() if self.cpusets else None,
                   slice="supported" if self.default_slice else "unsupported", dry_run=dry_run,
                   journal=str(journal_path))
 
@@ -155,10 +149,15 @@ class Applier(_Restorer):
             self._restore_key(key, report, why="restore")
         self._save()
         if not self.dry_run:
-            try:
-                (self.cgroups or CgroupBackend()).remove_empty_groups()
-            except BackendUnavailable:
-                pass
+            for backend in (self.cgroups, self.cpusets):
+                if backend is not None:
+                    backend.remove_empty_groups()
+            if self.cgroups is None:
+                try:  # a journal from a run with the cgroup backend, restored by `procsift restore`
+                    CgroupBackend().remove_empty_groups()
+                    CpusetBackend().remove_empty_groups()
+                except BackendUnavailable:
+                    pass
         return report
 
     def close(self) -> None:
@@ -262,7 +261,7 @@ class Applier(_Restorer):
         if writes or entry.get("cgroup") or entry.get("autogroup") or applied:
             if not self.dry_run:
                 self.journal.processes[key] = entry
-        if not writes and pending.move is None and pending.autogroup is None:
+        if not writes and pending.move is None and pending.cpuset_move is None and pending.autogroup is None:
             report.unchanged += 1
         return pending
 
@@ -278,70 +277,6 @@ class Applier(_Restorer):
         for tid_s in [t for t in threads if int(t) not in cur]:
             del threads[tid_s]  # exited: nothing to restore, and its number may be reused
 
-    def _prepare_placement(self, action: Action, entry: dict[str, Any], pending: _Pending,
-                           report: ApplyReport) -> None:
-        """cgroup / autogroup: journal the original, note the move to make in phase 2."""
-        if self.cgroups is not None and (action.cpu_weight is not None or action.cpu_idle):
-            now = self.cgroups.current(action.pid)
-            target = self.cgroups.group_path(action.cpu_weight, action.cpu_idle) if not self.dry_run \
-                else f"/{self.cgroups.prefix}.(w{action.cpu_weight}{'-idle' if action.cpu_idle else ''})"
-            if "cgroup" not in entry:
-                if now != "/" and not self.cgroups.is_ours(now):
-                    report.notes.append(f"{action.pid}: in cgroup {now}, not moved")
-                    return  # someone else's group (a service, a container): not ours to move it out of
-                entry["cgroup"] = {"orig": now, "set": target, "mount": str(self.cgroups.mount)}
-            if now != target:
-                entry["cgroup"]["set"] = target
-                pending.move = target
-        elif "cgroup" in entry and self.cgroups is not None:
-            if self.cgroups.current(action.pid) == entry["cgroup"]["set"]:
-                pending.move = entry["cgroup"]["orig"]
-            del entry["cgroup"]
-        in_cgroup = "cgroup" in entry and pending.move != entry["cgroup"]["orig"]
-        if self.backend == "autogroup" or (self.backend == "cgroup" and not in_cgroup):
-            # Under the cgroup backend a process left in the root cpu cgroup is still weighed
-            # by its autogroup, so an agreed autogroup nice is what makes its nice count.
-            ag = _sys.read_autogroup(action.pid)
-            if ag and action.autogroup_nice is not None and self._autogroup_agrees(ag[0], action):
-                name, nice = ag
-                if "autogroup" not in entry:
-                    shared = next((e["autogroup"]["orig"] for e in self.journal.processes.values()
-                                   if e.get("autogroup", {}).get("name") == name), nice)
-                    entry["autogroup"] = {"name": name, "orig": shared, "set": action.autogroup_nice}
-                entry["autogroup"]["set"] = action.autogroup_nice
-                if nice != action.autogroup_nice:
-                    pending.autogroup = action.autogroup_nice
-            elif "autogroup" in entry:  # no longer agreed (a boost ended, a member changed label)
-                mine = entry.pop("autogroup")
-                shared = any(e.get("autogroup", {}).get("name") == mine["name"]
-                             for e in self.journal.processes.values() if e is not entry)
-                if not shared and ag and ag[0] == mine["name"] and ag[1] == mine["set"]:
-                    pending.autogroup = mine["orig"]
-                    pending.autogroup_name = mine["name"]
-
-    def _autogroup_agrees(self, name: str, action: Action) -> bool:
-        """Autogroup nice weighs a whole session: only when every member is planned to that same nice.
-
-        The planner checks this over the processes it saw; this re-checks against every
-        process now in /proc, so a process the planner never saw is never re-weighted.
-        """
-        if self._ag_members is None:
-            self._ag_members = {}
-            for d in os.listdir(_sys.PROC):
-                if d.isdigit():
-                    try:
-                        got = _sys.read_autogroup(int(d))
-                    except (ProcessGone, AccessDenied):
-                        continue
-                    if got:
-                        self._ag_members.setdefault(got[0], []).append(int(d))
-        members = self._ag_members.get(name, [])
-        ok = bool(members) and all(self._plan_ag.get(pid) == action.autogroup_nice for pid in members)
-        if not ok:
-            log_event("autogroup-skip", logging.DEBUG, pid=action.pid, autogroup=name,
-                      why="other members of the autogroup are not planned to the same nice")
-        return ok
-
     def _drift(self, pid: int, entry: dict[str, Any], cur: dict[int, dict[str, Any]]) -> str:
         """Which value someone else changed since procsift set it ("" if none)."""
         for tid_s, fields in entry.get("applied_tids", {}).items():
@@ -355,6 +290,10 @@ class Applier(_Restorer):
             now_cg = self.cgroups.current(pid)
             if now_cg != entry["cgroup"]["set"]:
                 return f"cgroup is {now_cg}, procsift set {entry['cgroup']['set']}"
+        if self.cpusets is not None and "cpuset" in entry:
+            now_cs = self.cpusets.current(pid)
+            if now_cs != entry["cpuset"]["set"]:
+                return f"cpuset is {now_cs}, procsift set {entry['cpuset']['set']}"
         ag = entry.get("autogroup")
         if ag:
             now_ag = _sys.read_autogroup(pid)
@@ -366,6 +305,14 @@ class Applier(_Restorer):
         """Phase 2: the writes, each after re-checking pid + start_time and that the thread still exists."""
         n, action = 0, p.action
         try:
+            if p.cpuset_move is not None and self.cpusets is not None:
+                # First: attaching to a cpuset resets every thread's affinity to the set's CPUs.
+                self._check(action.pid, action.start_time)
+                log_event("would-move" if self.dry_run else "move", pid=action.pid, comm=action.comm,
+                          cpuset=p.cpuset_move, rule=action.rule)
+                if not self.dry_run:
+                    self.cpusets.move(action.pid, p.cpuset_move)
+                    n += 1
             for tid, want, now in p.writes:
                 self._check(action.pid, action.start_time)
                 if not _sys.thread_alive(action.pid, tid):
@@ -398,27 +345,6 @@ class Applier(_Restorer):
         report.writes += n
         if n:
             report.changed += 1
-
-    def _execute_placement(self, p: _Pending) -> int:
-        n, action, entry = 0, p.action, p.entry
-        move = p.move
-        if move is not None and self.cgroups is not None:
-            self._check(action.pid, action.start_time)
-            log_event("would-move" if self.dry_run else "move", pid=action.pid, comm=action.comm,
-                      cgroup=move, rule=action.rule)
-            if not self.dry_run:
-                self.cgroups.move(action.pid, move)
-                n += 1
-        ag = p.autogroup
-        if ag is not None:
-            self._check(action.pid, action.start_time)
-            log_event("would-set" if self.dry_run else "set", pid=action.pid, comm=action.comm,
-                      field="autogroup_nice", new=ag, rule=action.rule,
-                      autogroup=p.autogroup_name or entry["autogroup"]["name"])
-            if not self.dry_run:
-                _sys.write_autogroup(action.pid, ag)
-                n += 1
-        return n
 
     def _back_off(self, key: str, entry: dict[str, Any], drift: str, report: ApplyReport) -> None:
         """Someone else changed a value procsift set: withdraw what is still ours, then leave it alone."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from procsift.collector.errors import AccessDenied, ProcessGone, ProcsiftError
 
-__all__ = ["PolicyError", "JournalError", "BackendUnavailable", "ProcessGone", "AccessDenied"]
+__all__ = ["PolicyError", "JournalError", "BackendUnavailable", "ProcessGone", "AccessDenied", "ProcsiftError"]
 
 
 class PolicyError(ProcsiftError):

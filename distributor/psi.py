@@ -34,7 +34,7 @@ def parse_psi(text: str) -> Psi:
     )
 
 
-def read_psi(resource: str, root: Path = PSI_ROOT) -> Psi | None:
+def read_psi(resource: str = "cpu", root: Path = PSI_ROOT) -> Psi | None:
     """Read /proc/pressure/<resource> ("cpu", "io", "memory"); None where PSI is off or absent."""
     try:
         return parse_psi((root / resource).read_text())

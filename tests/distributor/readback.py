@@ -49,10 +49,10 @@ def autogroup(pid: int) -> tuple[str, int]:
     return name, int(n)
 
 
-def cpu_cgroup(pid: int) -> str:
+def cpu_cgroup(pid: int, controller: str = "cpu") -> str:
     for line in open(f"/proc/{pid}/cgroup"):
         _, ctl, path = line.rstrip("\n").split(":", 2)
-        if "cpu" in ctl.split(","):
+        if controller in ctl.split(","):
             return path
     return "/"
 

@@ -119,18 +119,21 @@ def test_a_reused_pid_is_not_touched(child: Child, journal: Path) -> None:
 APPLIER = textwrap.dedent("""
     import sys, time
     from procsift.distributor import Action, Applier, Plan
-    pid, start, journal = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    a = Applier(journal, backend="none")
+    pid, start, journal, backend = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    extra = dict(cpus=(0,), cpu_idle=True) if backend == "cgroup" else {}
+    a = Applier(journal, backend=backend, cgroup_prefix=sys.argv[5])
     a.apply(Plan((Action(pid=pid, start_time=start, comm="child", label="background", profile="bg",
-                         rule="test", nice=7, io_class="idle", io_level=0, sched_policy="batch"),)))
+                         rule="test", nice=7, io_class="idle", io_level=0, sched_policy="batch",
+                         **extra),)))
     print("applied", flush=True)
     time.sleep(60)
 """)
 
 
-def kill9_applier(child: Child, journal: Path) -> None:
+def kill9_applier(child: Child, journal: Path, backend: str = "none") -> None:
     proc = subprocess.Popen([sys.executable, "-c", APPLIER, str(child.pid), str(start_time(child.pid)),
-                             str(journal)], stdout=subprocess.PIPE, text=True)
+                             str(journal), backend, f"procsift-test-{os.getpid()}"],
+                            stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "applied"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -138,15 +141,21 @@ def kill9_applier(child: Child, journal: Path) -> None:
     assert set(assert_bg) == {(7, (3, 0))}  # the killed run's changes are still there
 
 
-def test_kill_9_then_procsift_restore_puts_originals_back(child: Child, journal: Path) -> None:
-    kill9_applier(child, journal)
+@pytest.mark.parametrize("backend", ["none", "cgroup"])
+def test_kill_9_then_procsift_restore_puts_originals_back(backend: str, child: Child, journal: Path) -> None:
+    if backend == "cgroup" and (find_cpu_hierarchy() is None or not TWO_CPUS):
+        pytest.skip("needs a cpu cgroup hierarchy and 2 CPUs")
+    before = rb.snapshot(child.pid)
+    kill9_applier(child, journal, backend)
+    if backend == "cgroup":
+        assert rb.cpu_cgroup(child.pid) != "/" and rb.cpu_cgroup(child.pid, "cpuset") != "/"
     cli = "import sys; from procsift.service.cli import main; sys.exit(main())"
     out = subprocess.run([sys.executable, "-c", cli, "restore", "--journal", str(journal)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("restored 1 process(es)")
-    for t in child.tids():
-        assert (rb.nice(child.pid, t), rb.policy(child.pid, t), rb.ioprio(t)) == (0, os.SCHED_OTHER, (0, 0))
+    assert rb.snapshot(child.pid) == before
+    assert rb.cpu_cgroup(child.pid) == "/" and rb.cpu_cgroup(child.pid, "cpuset") == "/"
 
 
 def test_kill_9_then_next_start_recovers(child: Child, journal: Path) -> None:
@@ -374,7 +383,7 @@ def test_bundled_default_policy_end_to_end(make_child, journal: Path) -> None:
     from procsift.distributor import ProcessView, autogroup_of, load_policy, plan, system_view
     bg, ui = make_child(new_session=True), make_child(new_session=True)
     views = [ProcessView(pid=c.pid, start_time=start_time(c.pid), comm="python", label=label, probability=0.9,
-                         ppid=os.getpid(), autogroup=(autogroup_of(c.pid) or ("", 0))[0])
+                         ppid=os.getpid(), autogroup=autogroup_of(c.pid))
              for c, label in ((bg, "background"), (ui, "interactive"))]
     p = plan(load_policy(), views, system_view())
     a = Applier(journal, backend="auto", cgroup_prefix=f"procsift-test-{os.getpid()}")
@@ -392,3 +401,25 @@ def test_bundled_default_policy_end_to_end(make_child, journal: Path) -> None:
     for c in (bg, ui):
         assert {(rb.nice(c.pid, t), rb.policy(c.pid, t), rb.ioprio(t)) for t in c.tids()} == {(0, 0, (0, 0))}
     assert rb.cpu_cgroup(bg.pid) == "/"
+
+
+@pytest.mark.skipif(not TWO_CPUS or not Path("/sys/fs/cgroup/cpuset/cpuset.cpus").exists(),
+                    reason="needs 2 CPUs and a v1 cpuset hierarchy")
+def test_cpuset_confines_the_process_and_gives_back_each_threads_own_affinity(child: Child,
+                                                                            journal: Path) -> None:
+    for t in child.tids():
+        os.sched_setaffinity(t, {1})  # the program had pinned itself to CPU 1
+    prefix = f"procsift-test-{os.getpid()}"
+    a = Applier(journal, backend="cgroup", cgroup_prefix=prefix)
+    assert a.cpusets is not None
+    a.apply(Plan((action(child.pid, cpus=(0,)),)))
+    group = a.cpusets.mount / f"{prefix}.cpus-0"
+    assert rb.cpu_cgroup(child.pid, "cpuset") == f"/{prefix}.cpus-0"
+    assert {rb.affinity(child.pid, t) for t in child.tids()} == {"0"}
+    child.spawn(2)
+    assert sorted(map(int, (group / "tasks").read_text().split())) == child.tids()
+    assert {rb.affinity(child.pid, t) for t in child.tids()} == {"0"}
+    a.restore_all()
+    assert rb.cpu_cgroup(child.pid, "cpuset") == "/"
+    assert {rb.affinity(child.pid, t) for t in child.tids()} == {"1"}
+    assert not group.exists()

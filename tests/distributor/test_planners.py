@@ -289,3 +289,13 @@ def test_bundled_default_exceptions_leave_ordinary_work_placeable() -> None:
              ProcessView(pid=703, start_time=1, comm="pipewire", label="interactive", ppid=1)]
     p = plan(load_policy(), views, cpus(2))
     assert {a.pid for a in p.actions} == {700, 701, 702} and p.why(1) == "PID 1 is never touched"
+
+
+def test_dry_run_text_fits_80_columns_and_says_why() -> None:
+    from procsift.distributor import format_plan
+    pol = parse_policy(policy_text("fair-share", EXC))
+    views = procs(interactive=2, background=2) + [ProcessView(pid=10, start_time=1, comm="sshd", label="background")]
+    text = format_plan(plan(pol, views, cpus(2)))
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "nice 10, batch, idle, cpus" in text and "why: fair-share: background" in text
+    assert "left alone:" in text and "comm=sshd" in text
