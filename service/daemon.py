@@ -24,7 +24,8 @@ import numpy as np
 
 from procsift.collector import Window, windows_to_frame
 from procsift.collector.errors import ProcessGone, ProcsiftError
-from procsift.collector.proc import read_stat
+from procsift.collector.proc import ProcReader, read_stat
+from procsift.collector.samples import ProcInfo
 from procsift.collector.session import Collector
 from procsift.distributor import (
     Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
@@ -115,6 +116,8 @@ class Daemon:
         self.loop_ms: list[float] = []
         self._stop = False
         self._reload = False
+        self._reader = ProcReader()
+        self._follow: set[int] = set(cfg.pids or ())
 
     # -- signals become flags; the loop acts on them between windows --------------------
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -204,7 +207,7 @@ class Daemon:
         for key in [k for k in self.procs if not _alive(*k)]:
             self.procs.pop(key)
             self.smoother.forget(key)
-        views = [t.view for t in self.procs.values()]
+        views = [t.view for t in self.procs.values()] + self._unseen_views()
         result = plan(self.policy, views, system_view(), self.state)
         self.state = result.state
         report = applier.apply(result)
@@ -215,6 +218,34 @@ class Daemon:
         if self.cfg.table:
             self._show(result, kind)
         return result
+
+    def _unseen_views(self) -> list[ProcessView]:
+        """Unlabelled views of the live processes not seen active yet: the planner needs the
+        whole tree so that exceptions reach descendants and autogroup sessions agree."""
+        seen = {pid for pid, _ in self.procs}
+        me = os.getpid()
+        out = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid in seen or pid == me or pid == 2:
+                continue
+            info = self._reader.info(pid, io=False)
+            if info is None or info.ppid == 2:  # gone, or a kernel thread
+                continue
+            if self.cfg.pids is not None and pid not in self._followed(info):
+                continue
+            out.append(ProcessView(pid=pid, start_time=info.start_time, comm=info.comm, label=None,
+                                   probability=0.0, exe=info.exe, uid=info.uid, ppid=info.ppid,
+                                   cgroup=info.cgroup, nthreads=info.nthreads))
+        return out
+
+    def _followed(self, info: ProcInfo) -> set[int]:
+        """With -p, the followed set (grown as their descendants appear)."""
+        if info.ppid in self._follow:
+            self._follow.add(info.pid)
+        return self._follow
 
     def _publish(self, result: Plan) -> None:
         actions = {a.pid: a for a in result.actions}
