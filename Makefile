@@ -9,7 +9,7 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(VENV)/bin/procsift top
+	$(VENV)/bin/procsift run
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -20,6 +20,7 @@ _VERB_MODULES = (
     "procsift.service.cli._simulate",
     "procsift.service.cli._models",
     "procsift.service.cli._distribute",
+    "procsift.service.cli._run",
 )
 
 __all__ = ["main", "build_parser"]

@@ -141,8 +141,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     paths = list(args.paths)
     if len(paths) == 1 and paths[0].isdigit() and args.pid is None:
-        raise UsageError(f"'explain {paths[0]}' asks the running daemon, which this procsift does not have yet; "
-                         "to explain from a trace: procsift explain [BUNDLE_DIR] TRACE --pid N")
+        from procsift.service.cli._run import explain_daemon  # noqa: PLC0415
+        return explain_daemon(int(paths[0]), as_json=bool(getattr(args, "json", False)))
     if len(paths) > 2:
         raise UsageError("explain takes [BUNDLE_DIR] TRACE --pid N")
     bundle_dir, traces = _split_bundle(paths)
@@ -227,7 +227,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("explain", help="why a process got its label (decision path, cluster, thresholds)",
                        epilog="examples:\n  procsift explain trace.parquet --pid 1234\n"
                               "  procsift explain mybundle trace.parquet --pid 1234 --json\n"
-                              "  procsift explain PID   (asks the running daemon; not available yet)",
+                              "  procsift explain PID   (asks the running daemon)",
                        formatter_class=fmt)
     p.add_argument("paths", nargs="+", metavar="[BUNDLE_DIR] TRACE | PID")
     p.add_argument("--pid", type=int, help="process to explain")

@@ -1,0 +1,305 @@
+"""The daemon: collect -> predict -> smooth -> plan -> apply, once per window, in one loop.
+
+This is the only module in the service that loops and sleeps. Signals become flags the
+loop consumes between windows: SIGHUP reloads policy and model (validated first; the old
+ones stay on error), SIGTERM/SIGINT restore every changed value and end with status 0.
+Each window it also writes a small state file that `procsift explain PID` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from procsift.collector import Window, windows_to_frame
+from procsift.collector.errors import ProcessGone, ProcsiftError
+from procsift.collector.proc import ProcReader, read_stat
+from procsift.collector.samples import ProcInfo
+from procsift.collector.session import Collector
+from procsift.distributor import (
+    Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
+)
+from procsift.models import Bundle, Smoother, load_bundle
+
+__all__ = ["DaemonConfig", "Daemon", "state_file", "read_state"]
+
+log = logging.getLogger("procsift.daemon")
+STATE_FILE = "daemon-state.json"
+KEEP_WINDOWS = 5  # windows of history kept per process for `explain`
+
+
+def state_file(state_dir: str | os.PathLike[str]) -> Path:
+    """Where the running daemon publishes its per-process explanations."""
+    return Path(state_dir) / STATE_FILE
+
+
+def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The running daemon's published state; ProcsiftError when no daemon is running."""
+    path = state_file(state_dir)
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError as err:
+        raise ProcsiftError(f"no running procsift daemon (no {path}); start one with 'procsift run'") from err
+    except (OSError, ValueError) as err:
+        raise ProcsiftError(f"{path}: unreadable daemon state ({err})") from err
+    pid = int(state.get("daemon_pid", 0))
+    if not pid or not Path(f"/proc/{pid}").exists():
+        raise ProcsiftError(f"the procsift daemon that wrote {path} (PID {pid}) is not running")
+    return state
+
+
+@dataclass
+class DaemonConfig:
+    """What `procsift run` was asked to do."""
+
+    policy_path: str | None = None
+    model_path: str | None = None
+    window_s: float = 1.0
+    dry_run: bool = False
+    journal_path: str = "/var/lib/procsift/journal.json"
+    state_dir: str = "/var/lib/procsift"
+    backend: str = "auto"
+    table: bool = True
+    count: int | None = None  # stop after this many windows (tests, benchmarks)
+    force_proc: bool = False
+    pids: list[int] | None = None  # manage only these processes and their descendants
+
+
+@dataclass
+class _Tracked:
+    """What the daemon knows about one live process."""
+
+    view: ProcessView
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    window_label: str = ""
+    window_proba: dict[str, float] = field(default_factory=dict)
+
+
+def _window_summary(w: Window, label: str, proba: dict[str, float]) -> dict[str, Any]:
+    return {"t_start": round(w.t_start, 3), "dur_s": round(w.dur_s, 3), "label": label,
+            "proba": proba, "insufficient": w.insufficient, "run_ms": round(w.run_ns / 1e6, 2),
+            "runq_ms": round(w.runq_ns / 1e6, 2), "max_wait_ms": round(w.max_wait_ns / 1e6, 2),
+            "syscalls": w.syscalls_total, "top_syscalls": w.top_syscalls(3),
+            "run_wait_transitions": w.run_wait_transitions}
+
+
+def _alive(pid: int, start_time: int) -> bool:
+    st = read_stat(pid)
+    return st is not None and st.start_time == start_time
+
+
+class Daemon:
+    """One procsift service instance (see module docstring)."""
+
+    def __init__(self, cfg: DaemonConfig, out: TextIO = sys.stdout) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.policy: Policy = load_policy(cfg.policy_path)
+        self.bundle: Bundle = load_bundle(cfg.model_path)
+        self.smoother = Smoother()
+        self.state = PlannerState()
+        self.procs: dict[tuple[int, int], _Tracked] = {}
+        self.last_plan: Plan | None = None
+        self.windows = 0
+        self.changes = 0
+        self.loop_ms: list[float] = []
+        self._stop = False
+        self._reload = False
+        self._reader = ProcReader()
+        self._follow: set[int] = set(cfg.pids or ())
+
+    # -- signals become flags; the loop acts on them between windows --------------------
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGHUP:
+            self._reload = True
+        else:
+            self._stop = True
+
+    def reload(self) -> None:
+        """Re-read policy and model; keep the running ones if either is invalid."""
+        self._reload = False
+        try:
+            policy = load_policy(self.cfg.policy_path)
+            bundle = load_bundle(self.cfg.model_path)
+        except ProcsiftError as err:
+            log.warning("event=reload-refused why=%r then='kept the running policy and model'", str(err))
+            print(f"procsift: reload refused, keeping the running policy and model: {err}", file=sys.stderr)
+            return
+        self.policy, self.bundle = policy, bundle
+        log.info("event=reloaded policy=%s model=%s", self.cfg.policy_path or "default",
+                 self.cfg.model_path or "default")
+
+    def run(self) -> int:
+        """Run until stopped (or `count` windows); restore everything; return the exit status."""
+        applier = Applier(self.cfg.journal_path, backend=self.cfg.backend, dry_run=self.cfg.dry_run)
+        recovered = applier.recover()
+        if recovered.restored:
+            print(f"procsift: restored {recovered.restored} process(es) left changed by a previous run",
+                  file=sys.stderr)
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        collector = Collector(window_s=self.cfg.window_s, force_proc=self.cfg.force_proc, pids=self.cfg.pids)
+        try:
+            for rows in collector.windows(count=self.cfg.count, stop=lambda: self._stop):
+                t0 = time.perf_counter()
+                self.tick(rows, collector.kind, applier)
+                self.loop_ms.append((time.perf_counter() - t0) * 1e3)
+                self.loop_ms = self.loop_ms[-100:]
+                if self._reload:
+                    self.reload()
+                if self._stop:
+                    break
+        finally:
+            collector.close()
+            report = applier.restore_all()
+            applier.close()
+            for s, h in old.items():
+                signal.signal(s, h)
+            try:
+                state_file(self.cfg.state_dir).unlink()
+            except FileNotFoundError:
+                pass
+            print(f"procsift: stopped; restored {report.restored} process(es), {report.writes} value(s)",
+                  file=sys.stderr)
+        return 0
+
+    def tick(self, rows: list[Window], kind: str, applier: Applier) -> Plan:
+        """One window: label the rows, smooth, plan, apply, publish."""
+        me = os.getpid()
+        # Never ourselves; never kernel threads (kthreadd, PID 2, and its children).
+        rows = [w for w in rows if w.pid != me and w.pid != 2 and w.ppid != 2]
+        if rows:
+            labels, proba = self.bundle.predict_frame(windows_to_frame(rows), collector=kind)
+        else:
+            labels, proba = np.array([], dtype=object), np.zeros((0, len(self.bundle.labels)))
+        names = list(self.bundle.labels)
+        for i, w in enumerate(rows):
+            key = (w.pid, w.start_time)
+            if w.exited:
+                self.procs.pop(key, None)
+                self.smoother.forget(key)
+                continue
+            p = {n: round(float(v), 3) for n, v in zip(names, proba[i])}
+            label = self.smoother.update(key, str(labels[i]), proba[i], w.insufficient)
+            mean = self.smoother.proba(key)
+            prob = float(mean[names.index(label)]) if label in names and mean is not None else 0.0
+            try:
+                ag = autogroup_of(w.pid)
+            except ProcessGone:
+                continue
+            view = ProcessView.from_window(w, label, prob, autogroup=ag[0] if ag else None)
+            t = self.procs.get(key)
+            if t is None:
+                t = self.procs[key] = _Tracked(view=view)
+            t.view = view
+            t.window_label, t.window_proba = str(labels[i]), p
+            t.windows = (t.windows + [_window_summary(w, str(labels[i]), p)])[-KEEP_WINDOWS:]
+        for key in [k for k in self.procs if not _alive(*k)]:
+            self.procs.pop(key)
+            self.smoother.forget(key)
+        views = [t.view for t in self.procs.values()] + self._unseen_views()
+        result = plan(self.policy, views, system_view(), self.state)
+        self.state = result.state
+        report = applier.apply(result)
+        self.changes += getattr(report, "writes", 0)
+        self.last_plan = result
+        self.windows += 1
+        self._publish(result)
+        if self.cfg.table:
+            self._show(result, kind)
+        return result
+
+    def _unseen_views(self) -> list[ProcessView]:
+        """Unlabelled views of the live processes not seen active yet: the planner needs the
+        whole tree so that exceptions reach descendants and autogroup sessions agree."""
+        seen = {pid for pid, _ in self.procs}
+        me = os.getpid()
+        out = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid in seen or pid == me or pid == 2:
+                continue
+            info = self._reader.info(pid, io=False)
+            if info is None or info.ppid == 2:  # gone, or a kernel thread
+                continue
+            if self.cfg.pids is not None and pid not in self._followed(info):
+                continue
+            out.append(ProcessView(pid=pid, start_time=info.start_time, comm=info.comm, label=None,
+                                   probability=0.0, exe=info.exe, uid=info.uid, ppid=info.ppid,
+                                   cgroup=info.cgroup, nthreads=info.nthreads))
+        return out
+
+    def _followed(self, info: ProcInfo) -> set[int]:
+        """With -p, the followed set (grown as their descendants appear)."""
+        if info.ppid in self._follow:
+            self._follow.add(info.pid)
+        return self._follow
+
+    def _publish(self, result: Plan) -> None:
+        actions = {a.pid: a for a in result.actions}
+        skipped = dict(result.skipped)
+        procs = {}
+        for (pid, start), t in self.procs.items():
+            a = actions.get(pid)
+            procs[str(pid)] = {
+                "pid": pid, "start_time": start, "comm": t.view.comm, "label": t.view.label,
+                "probability": round(t.view.probability, 3), "last_window_label": t.window_label,
+                "last_window_proba": t.window_proba, "windows": t.windows,
+                "rule": a.rule if a else skipped.get(pid, "not planned"),
+                "action": None if a is None else {
+                    k: v for k, v in a.__dict__.items()
+                    if k not in ("pid", "start_time", "comm", "label", "rule") and v is not None},
+            }
+        state = {"daemon_pid": os.getpid(), "t": time.time(), "window_s": self.cfg.window_s,
+                 "dry_run": self.cfg.dry_run, "policy": self.policy.kind, "windows": self.windows,
+                 "processes": procs}
+        path = state_file(self.cfg.state_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".state.", dir=path.parent)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(state, fh)
+        os.replace(tmp, path)
+
+    def _show(self, result: Plan, kind: str) -> None:
+        groups: dict[str, int] = {}
+        for t in self.procs.values():
+            groups[t.view.label or "unlabelled"] = groups.get(t.view.label or "unlabelled", 0) + 1
+        head = (f"procsift run - {time.strftime('%H:%M:%S')}  {kind} collector  policy {self.policy.kind}"
+                f"{'  DRY RUN' if self.cfg.dry_run else ''}  window {self.windows}  "
+                + "  ".join(f"{k} {v}" for k, v in sorted(groups.items())))
+        lines = [head, f"{'PID':>7} {'COMM':<15} {'LABEL':<13} {'P':>5} {'PROFILE':<12} RULE"]
+        acts = sorted(result.actions, key=lambda a: (a.label or "", a.pid))
+        for a in acts[:40]:
+            t = self.procs.get((a.pid, a.start_time))
+            prob = t.view.probability if t else 0.0
+            lines.append(f"{a.pid:>7} {a.comm[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
+                         f"{a.rule[:60]}")
+        if len(acts) > 40:
+            lines.append(f"... and {len(acts) - 40} more")
+        text = "\n".join(lines)
+        if self.out.isatty():
+            self.out.write("\x1b[H\x1b[2J" + text + "\n")
+        else:
+            self.out.write(text + "\n\n")
+        self.out.flush()
+
+
+def run_daemon(cfg: DaemonConfig, out: TextIO = sys.stdout,
+               on_ready: Callable[[Daemon], None] | None = None) -> int:
+    """Build and run a daemon (the `procsift run` entry point)."""
+    daemon = Daemon(cfg, out)
+    if on_ready:
+        on_ready(daemon)
+    return daemon.run()
