@@ -73,8 +73,10 @@ def test_explain_shows_path_and_windows(bundle: Path, trace: Path, capsys: pytes
     assert "interactive" in out and "node 0:" in out and "windows behind the label" in out
 
 
-def test_explain_pid_alone_is_the_daemon_form(capsys: pytest.CaptureFixture[str]) -> None:
-    _one_error_line(capsys, ["explain", "1234"], "running daemon")
+def test_explain_pid_alone_is_the_daemon_form(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROCSIFT_STATE_DIR", str(tmp_path))  # no daemon publishes here
+    _one_error_line(capsys, ["explain", "1234"], "no running procsift daemon")
 
 
 def test_explain_unknown_pid(bundle: Path, trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
