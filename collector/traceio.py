@@ -30,7 +30,7 @@ from procsift.collector.schema import (
 
 __all__ = [
     "TraceMeta", "Trace", "windows_to_frame", "read_trace", "write_trace", "host_facts",
-    "FORMATS", "format_of",
+    "FORMATS", "format_of", "windows_to_columns",
 ]
 
 COLLECTOR_VERSION = "0.1.0"
@@ -91,6 +91,31 @@ def windows_to_frame(windows: Iterable[Window]) -> pd.DataFrame:
     records = [w.as_record() for w in windows]
     frame = pd.DataFrame.from_records(records, columns=list(COLUMNS))
     return _coerce(frame, "<memory>")
+
+
+def windows_to_columns(windows: Sequence[Window], columns: Iterable[str]) -> pd.DataFrame:
+    """Only the given numeric trace columns of `windows`, built straight from the rows.
+
+    The per-window path of the daemon: windows_to_frame validates all ~450 columns (about
+    200 ms a window), which rows the collector itself built do not need.
+    """
+    cats = [w.categories() for w in windows]
+    data: dict[str, np.ndarray] = {}
+    for col in columns:
+        if col == "syscalls":
+            values = [w.syscalls_total for w in windows]
+        elif col == "insufficient":
+            values = [w.insufficient for w in windows]
+        elif col.startswith("cat_"):
+            name = col[4:]
+            values = [c[name] for c in cats]
+        elif col.startswith("sys_"):
+            name = col[4:]
+            values = [w.syscalls.get(name, 0) for w in windows]
+        else:
+            values = [getattr(w, col) for w in windows]
+        data[col] = np.asarray(values, dtype=np.float64 if col in FLOAT_COLUMNS else np.int64)
+    return pd.DataFrame(data)
 
 
 def _coerce(frame: pd.DataFrame, path: str) -> pd.DataFrame:

@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from procsift.collector import Window, windows_to_frame
+from procsift.collector import Window
+from procsift.collector.traceio import windows_to_columns
 from procsift.collector.errors import ProcessGone, ProcsiftError
 from procsift.collector.proc import ProcReader, read_stat
 from procsift.collector.samples import ProcInfo
@@ -30,7 +31,7 @@ from procsift.collector.session import Collector
 from procsift.distributor import (
     Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
 )
-from procsift.models import Bundle, Smoother, load_bundle
+from procsift.models import RAW_COLUMNS, Bundle, Smoother, load_bundle
 
 __all__ = ["DaemonConfig", "Daemon", "state_file", "read_state"]
 
@@ -65,7 +66,7 @@ class DaemonConfig:
 
     policy_path: str | None = None
     model_path: str | None = None
-    window_s: float = 1.0
+    window_s: float | None = None  # None: the model bundle's own window length
     dry_run: bool = False
     journal_path: str = "/var/lib/procsift/journal.json"
     state_dir: str = "/var/lib/procsift"
@@ -107,6 +108,13 @@ class Daemon:
         self.out = out
         self.policy: Policy = load_policy(cfg.policy_path)
         self.bundle: Bundle = load_bundle(cfg.model_path)
+        if cfg.window_s is None:
+            # Count-like features (transitions, longest wait) depend on the window: by
+            # default run at the window the model was trained on.
+            cfg.window_s = float(self.bundle.window_s)
+        elif abs(cfg.window_s - self.bundle.window_s) > 1e-9:
+            print(f"procsift: warning: {cfg.window_s:g} s windows, but the model was trained on "
+                  f"{self.bundle.window_s:g} s windows; labels may be less accurate", file=sys.stderr)
         self.smoother = Smoother()
         self.state = PlannerState()
         self.procs: dict[tuple[int, int], _Tracked] = {}
@@ -125,6 +133,11 @@ class Daemon:
             self._reload = True
         else:
             self._stop = True
+
+    @property
+    def _columns(self) -> list[str]:
+        """The trace columns the model (and its /proc fallback) reads."""
+        return sorted({*self.bundle.input_columns, *RAW_COLUMNS, "syscalls", "switches_in"})
 
     def reload(self) -> None:
         """Re-read policy and model; keep the running ones if either is invalid."""
@@ -179,7 +192,8 @@ class Daemon:
         # Never ourselves; never kernel threads (kthreadd, PID 2, and its children).
         rows = [w for w in rows if w.pid != me and w.pid != 2 and w.ppid != 2]
         if rows:
-            labels, proba = self.bundle.predict_frame(windows_to_frame(rows), collector=kind)
+            frame = windows_to_columns(rows, self._columns)
+            labels, proba = self.bundle.predict_frame(frame, collector=kind)
         else:
             labels, proba = np.array([], dtype=object), np.zeros((0, len(self.bundle.labels)))
         names = list(self.bundle.labels)

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", metavar="FILE", help="policy TOML (default: the bundled one)")
     p.add_argument("--model", metavar="BUNDLE", help="model bundle folder (default: the bundled one)")
-    p.add_argument("-w", "--window", type=float, default=1.0, metavar="S", help="window length (default 1)")
+    p.add_argument("-w", "--window", type=float, metavar="S",
+                   help="window length (default: the model's, 2 s for the bundled one)")
     p.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     p.add_argument("--journal", default=str(default_journal_path()), metavar="PATH",
                    help="journal of original values (default: %(default)s)")
@@ -49,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from procsift.service.daemon import DaemonConfig, run_daemon  # noqa: PLC0415
 
-    if not args.window > 0:
+    if args.window is not None and not args.window > 0:
         raise ProcsiftError(f"--window must be > 0 seconds, not {args.window}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)

