@@ -8,8 +8,9 @@
   image       wrk -t1 -c4 on the image (throughput), with the paced HTML load beside it
 
 and the hogs' work rate during each. Arms: none (kernel defaults); procsift (`procsift run`
-with the default policy, started cold after the workload, `--warmup` s before measuring,
-stopped with SIGTERM and checked restored); oracle (the hogs by hand in a cpu.idle cgroup).
+with the default policy, started cold after the workload, given `--warmup` s of paced HTML
+traffic after its first window, stopped with SIGTERM and checked restored); oracle (the
+hogs by hand in a cpu.idle cgroup).
 Arms are interleaved, the order rotated each repeat; figures are medians over repeats.
 
 Needs root. Run: `sudo .venv/bin/python bench/e2e_web.py [--repeats 3] [--seconds 10]
@@ -122,9 +123,13 @@ def measure(web: Web, hogs: e2e.Hogs, arm: e2e.Arm, seconds: float, paced_delay:
         psi0 = e2e.psi_cpu()
         out["paced"] = web.result(web.start_wrk("index.html", 2, seconds, paced_delay), seconds)
     out["paced"].update(hog_rate=m.hog_rate, daemon_cpu_pct=m.daemon_cpu_pct, psi_cpu_before=psi0)
+    if isinstance(arm, e2e.ProcsiftArm):
+        arm.snapshot("after paced")
     with e2e.Meter(hogs, arm.daemon_pid) as m:
         out["saturation"] = web.result(web.start_wrk("index.html", 16, seconds, 0), seconds)
     out["saturation"].update(hog_rate=m.hog_rate, daemon_cpu_pct=m.daemon_cpu_pct)
+    if isinstance(arm, e2e.ProcsiftArm):
+        arm.snapshot("after saturation")
     with e2e.Meter(hogs, arm.daemon_pid) as m:
         img = web.start_wrk("image.jpg", 4, seconds, 0)
         html = web.start_wrk("index.html", 2, seconds, paced_delay)
@@ -132,7 +137,7 @@ def measure(web: Web, hogs: e2e.Hogs, arm: e2e.Arm, seconds: float, paced_delay:
         out["image_html"] = web.result(html, seconds)
     out["image"].update(hog_rate=m.hog_rate, daemon_cpu_pct=m.daemon_cpu_pct)
     if isinstance(arm, e2e.ProcsiftArm):
-        arm.snapshot("after measuring")
+        arm.snapshot("after image")
     return out
 
 
@@ -182,7 +187,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10, help="length of each wrk measurement")
-    ap.add_argument("--warmup", type=float, default=10.0, help="procsift's cold start before measuring")
+    ap.add_argument("--warmup", type=float, default=8.0,
+                    help="s between procsift's first window (after its start-up) and measuring")
     ap.add_argument("--model", default=e2e.default_model(), help="model bundle for procsift run")
     ap.add_argument("--window", type=float, default=1.0, help="procsift window (s)")
     ap.add_argument("--delay-ms", type=int, default=10, help="think time of the paced HTML load")
@@ -209,7 +215,8 @@ def main() -> int:
             arms: dict[str, e2e.Arm] = {
                 "none": e2e.Arm(),
                 "procsift": e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [w.master.pid], watch,
-                                            args.warmup, args.window),
+                                            args.warmup, args.window, load=lambda s: w.result(
+                                                w.start_wrk("index.html", 2, s, args.delay_ms), s) and None),
                 "oracle": e2e.OracleArm(hogs.pids, args.oracle)}
             chosen = [arms[a] for a in args.arms.split(",")]
             log(f"e2e_web: {len(chosen)} arms x {args.repeats} repeats, 3 x {args.seconds} s each; "
