@@ -204,7 +204,9 @@ class ProcsiftArm(Arm):
 
     def __init__(self, tmp: Path, model: str | None, manage: Callable[[], list[int]],
                  watch: Callable[[], dict[str, list[int]]], warmup: float, window: float = 1.0,
-                 extra: list[str] | None = None, load: Callable[[float], None] | None = None) -> None:
+                 extra: list[str] | None = None, load: Callable[[float], None] | None = None,
+                 name: str | None = None) -> None:
+        self.name = name or self.name
         self.tmp, self.model, self.manage, self.watch = tmp, model, manage, watch
         self.load = load or time.sleep  # what runs during the warm-up (e.g. the paced traffic)
         self.warmup, self.window, self.extra = warmup, window, extra or []
@@ -214,7 +216,7 @@ class ProcsiftArm(Arm):
 
     def setup(self) -> None:
         self.runs += 1
-        self.state_dir = self.tmp / f"procsift-{self.runs}"
+        self.state_dir = self.tmp / f"{self.name}-{self.runs}"
         self.state_dir.mkdir()
         argv = [str(PROCSIFT), "run", "--window", str(self.window), "--no-table", "-v",
                 "--journal", str(self.state_dir / "journal.json")]
@@ -256,7 +258,8 @@ class ProcsiftArm(Arm):
                 out[role].append({"pid": pid, "label": None, "rule": "not in state"} if e is None else
                                  {"pid": pid, "comm": e["comm"], "label": e["label"],
                                   "probability": e["probability"], "last_window": e["last_window_label"],
-                                  "rule": e["rule"], "action": e["action"]})
+                                  "rule": e["rule"], "action": e["action"],
+                                  "last_window_summary": (e.get("windows") or [None])[-1]})
         self.snapshots.append(out)
         return out
 
@@ -290,6 +293,20 @@ def placement(pids: list[int]) -> dict[int, dict[str, Any]]:
         except OSError:
             continue
     return out
+
+
+def exempt_policy(tmp: Path, comms: list[str]) -> Path:
+    """The bundled default policy plus exceptions for `comms` (the diagnostic arm: with the
+    protected workload exempt, only the hogs' labels act, which isolates label errors)."""
+    from importlib.resources import files  # noqa: PLC0415
+
+    text = files("procsift.distributor").joinpath("default-policy.toml").read_text()
+    extra = "".join(f'\n[[exceptions]]\ncomm = "{c}"\n' for c in comms)
+    # exceptions must sit with the others, before the [html-first] table
+    text = text.replace("\n[html-first]", extra + "\n[html-first]", 1)
+    path = tmp / "policy-exempt.toml"
+    path.write_text(text)
+    return path
 
 
 def check_restored(before: dict[int, dict[str, Any]]) -> dict[str, Any]:

@@ -129,7 +129,9 @@ def main() -> int:
     ap.add_argument("--period-us", type=int, default=10_000)
     ap.add_argument("--burst-us", type=int, default=500)
     ap.add_argument("--oracle", choices=("idle", "weight2"), default="idle")
-    ap.add_argument("--arms", default="none,procsift,oracle")
+    ap.add_argument("--arms", default="none,procsift,oracle",
+                    help="comma-separated; also procsift-exempt (the workload exempted by policy: "
+                         "only the hogs' labels act)")
     ap.add_argument("--out", default="e2e_interactive", help="name of the JSON under bench/results/")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -145,10 +147,14 @@ def main() -> int:
             probe = Probe(e2e.compile_c(PROBE_C, "probe", tmp), tmp, args.period_us, args.burst_us)
             p = probe
             watch = lambda: {"hogs": hogs.pids, "probe": [p.proc.pid]}  # noqa: E731
+            def procsift_arm(name: str, extra: list[str]) -> e2e.ProcsiftArm:
+                return e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [p.proc.pid], watch,
+                                       args.warmup, args.window, extra=extra, name=name)
             arms: dict[str, e2e.Arm] = {
                 "none": e2e.Arm(),
-                "procsift": e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [p.proc.pid], watch,
-                                            args.warmup, args.window),
+                "procsift": procsift_arm("procsift", []),
+                "procsift-exempt": procsift_arm(
+                    "procsift-exempt", ["--policy", str(e2e.exempt_policy(tmp, ["probe"]))]),
                 "oracle": e2e.OracleArm(hogs.pids, args.oracle)}
             chosen = [arms[a] for a in args.arms.split(",")]
             log(f"e2e_interactive: {len(chosen)} arms x {args.repeats} repeats, {args.seconds} s each; "
@@ -169,9 +175,9 @@ def main() -> int:
              "need": ">= 3", "met": n99 / p99 >= 3},
             {"target": "daemon CPU (1 s windows) < 2%", "value": round(daemon, 3), "need": "< 2",
              "met": daemon < 2}]
-    if isinstance(arms.get("procsift"), e2e.ProcsiftArm):
-        result["procsift_argv"] = getattr(arms["procsift"], "argv", None)
-        result["labels"] = arms["procsift"].snapshots  # type: ignore[attr-defined]
+    ps_arms = [a for a in chosen if isinstance(a, e2e.ProcsiftArm)]
+    result["procsift_argv"] = {a.name: getattr(a, "argv", None) for a in ps_arms}
+    result["labels"] = {a.name: a.snapshots for a in ps_arms}
     out = e2e.write_json(args.out, result)
 
     names = list(runs)

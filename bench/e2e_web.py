@@ -194,7 +194,9 @@ def main() -> int:
     ap.add_argument("--delay-ms", type=int, default=10, help="think time of the paced HTML load")
     ap.add_argument("--port", type=int, default=18181)
     ap.add_argument("--oracle", choices=("idle", "weight2"), default="idle")
-    ap.add_argument("--arms", default="none,procsift,oracle")
+    ap.add_argument("--arms", default="none,procsift,oracle",
+                    help="comma-separated; also procsift-exempt (the workload exempted by policy: "
+                         "only the hogs' labels act)")
     ap.add_argument("--out", default="e2e_web", help="name of the JSON under bench/results/")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -212,11 +214,16 @@ def main() -> int:
             w = web
             watch = lambda: {"hogs": hogs.pids, "nginx_master": [w.master.pid],  # noqa: E731
                              "nginx_workers": w.workers()}
+            def procsift_arm(name: str, extra: list[str]) -> e2e.ProcsiftArm:
+                return e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [w.master.pid], watch,
+                                       args.warmup, args.window, extra=extra, name=name,
+                                       load=lambda s: w.result(w.start_wrk("index.html", 2, s, args.delay_ms),
+                                                               s) and None)
             arms: dict[str, e2e.Arm] = {
                 "none": e2e.Arm(),
-                "procsift": e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [w.master.pid], watch,
-                                            args.warmup, args.window, load=lambda s: w.result(
-                                                w.start_wrk("index.html", 2, s, args.delay_ms), s) and None),
+                "procsift": procsift_arm("procsift", []),
+                "procsift-exempt": procsift_arm(
+                    "procsift-exempt", ["--policy", str(e2e.exempt_policy(tmp, ["nginx"]))]),
                 "oracle": e2e.OracleArm(hogs.pids, args.oracle)}
             chosen = [arms[a] for a in args.arms.split(",")]
             log(f"e2e_web: {len(chosen)} arms x {args.repeats} repeats, 3 x {args.seconds} s each; "
@@ -234,9 +241,9 @@ def main() -> int:
     result.update(loadavg_end=e2e.loadavg(), runs=runs, medians=med)
     if all(a in med for a in ("none", "procsift", "oracle")):
         result["targets"] = targets(med)
-    if "procsift" in arms and isinstance(arms["procsift"], e2e.ProcsiftArm):
-        result["procsift_argv"] = getattr(arms["procsift"], "argv", None)
-        result["labels"] = arms["procsift"].snapshots
+    ps_arms = [a for a in chosen if isinstance(a, e2e.ProcsiftArm)]
+    result["procsift_argv"] = {a.name: getattr(a, "argv", None) for a in ps_arms}
+    result["labels"] = {a.name: a.snapshots for a in ps_arms}
     out = e2e.write_json(args.out, result)
 
     names = list(runs)
