@@ -191,7 +191,8 @@ def main() -> int:
                                 ("wakeups", "wake-ups", 1, "{:.0f}"),
                                 ("hog_rate", "hog work (M chunks/s)", 1e-6, "{:.2f}"),
                                 ("daemon_cpu_pct", "daemon CPU (% core)", 1, "{:.2f}")):
-        cells = [f"{fmt.format(med[n][f] * scale) if med[n][f] is not None else '-':>11}" for n in names]
+        vals = [med[n][f] for n in names]
+        cells = [f"{fmt.format(v * scale) if v is not None else '-':>11}" for v in vals]
         print(f"{head:<30}" + "".join(cells))
     for t in result.get("targets", []):
         print(f"  {'MET ' if t['met'] else 'MISS'} {t['target']:<46} {t['value']:>8} (need {t['need']})")

@@ -214,11 +214,12 @@ def main() -> int:
             w = web
             watch = lambda: {"hogs": hogs.pids, "nginx_master": [w.master.pid],  # noqa: E731
                              "nginx_workers": w.workers()}
+            def paced_load(s: float) -> None:  # what the daemon watches during its warm-up
+                w.result(w.start_wrk("index.html", 2, s, args.delay_ms), s)
+
             def procsift_arm(name: str, extra: list[str]) -> e2e.ProcsiftArm:
                 return e2e.ProcsiftArm(tmp, args.model, lambda: hogs.pids + [w.master.pid], watch,
-                                       args.warmup, args.window, extra=extra, name=name,
-                                       load=lambda s: w.result(w.start_wrk("index.html", 2, s, args.delay_ms),
-                                                               s) and None)
+                                       args.warmup, args.window, extra=extra, name=name, load=paced_load)
             arms: dict[str, e2e.Arm] = {
                 "none": e2e.Arm(),
                 "procsift": procsift_arm("procsift", []),
