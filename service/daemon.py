@@ -85,6 +85,24 @@ class _Tracked:
     windows: list[dict[str, Any]] = field(default_factory=list)
     window_label: str = ""
     window_proba: dict[str, float] = field(default_factory=dict)
+    demand: float | None = None   # share of the window on CPU or in D state, before placement
+    gate: str | None = None       # why its label is not acted on, if it is not
+
+
+BACKGROUND_MIN_DEMAND = 0.25
+"""A process labelled background is idled only if it ran (or waited on the disk) at least this
+share of its windows before procsift placed it. Idling a light process gains the machine
+nothing and, if the label is wrong, starves it; and once idled its windows look more like
+background (long run-queue waits), so a wrong label would confirm itself."""
+
+
+def demand_gate(label: str | None, demand: float | None) -> str | None:
+    """Why a label must not be acted on (None: act on it); pure."""
+    if label == "background" and (demand is None or demand < BACKGROUND_MIN_DEMAND):
+        shown = "unknown" if demand is None else f"{100 * demand:.0f}%"
+        return (f"labelled background, but its CPU/disk demand ({shown} of a window) is under "
+                f"{100 * BACKGROUND_MIN_DEMAND:.0f}%: not worth idling, left alone")
+    return None
 
 
 def _window_summary(w: Window, label: str, proba: dict[str, float]) -> dict[str, Any]:
@@ -125,6 +143,7 @@ class Daemon:
         self._stop = False
         self._reload = False
         self._reader = ProcReader()
+        self._idled: set[tuple[int, int]] = set()
         self._follow: set[int] = set(cfg.pids or ())
 
     # -- signals become flags; the loop acts on them between windows --------------------
@@ -211,11 +230,20 @@ class Daemon:
                 ag = autogroup_of(w.pid)
             except ProcessGone:
                 continue
-            view = ProcessView.from_window(w, label, prob, autogroup=ag[0] if ag else None)
             t = self.procs.get(key)
+            if key not in self._idled and w.dur_s > 0:
+                # Measured only while not idled by procsift: its own placement inflates waits.
+                share = (w.run_ns + w.block_ns) / (w.dur_s * 1e9)
+                prev = t.demand if t is not None else None
+                demand = share if prev is None else 0.5 * prev + 0.5 * share
+            else:
+                demand = t.demand if t is not None else None
+            gate = demand_gate(label, demand)
+            view = ProcessView.from_window(w, None if gate else label, prob,
+                                           autogroup=ag[0] if ag else None)
             if t is None:
                 t = self.procs[key] = _Tracked(view=view)
-            t.view = view
+            t.view, t.demand, t.gate = view, demand, gate
             t.window_label, t.window_proba = str(labels[i]), p
             t.windows = (t.windows + [_window_summary(w, str(labels[i]), p)])[-KEEP_WINDOWS:]
         for key in [k for k in self.procs if not _alive(*k)]:
@@ -224,6 +252,7 @@ class Daemon:
         views = [t.view for t in self.procs.values()] + self._unseen_views()
         result = plan(self.policy, views, system_view(), self.state)
         self.state = result.state
+        self._idled = {(a.pid, a.start_time) for a in result.actions if a.label == "background"}
         report = applier.apply(result)
         self.changes += getattr(report, "writes", 0)
         self.last_plan = result
@@ -268,10 +297,12 @@ class Daemon:
         for (pid, start), t in self.procs.items():
             a = actions.get(pid)
             procs[str(pid)] = {
-                "pid": pid, "start_time": start, "comm": t.view.comm, "label": t.view.label,
+                "pid": pid, "start_time": start, "comm": t.view.comm,
+                "label": t.view.label if not t.gate else "background",
+                "demand": None if t.demand is None else round(t.demand, 3),
                 "probability": round(t.view.probability, 3), "last_window_label": t.window_label,
                 "last_window_proba": t.window_proba, "windows": t.windows,
-                "rule": a.rule if a else skipped.get(pid, "not planned"),
+                "rule": a.rule if a else (t.gate or skipped.get(pid, "not planned")),
                 "action": None if a is None else {
                     k: v for k, v in a.__dict__.items()
                     if k not in ("pid", "start_time", "comm", "label", "rule") and v is not None},

@@ -40,12 +40,11 @@ io_off = 99.0
 cpu_boost = "p"
 io_boost = "p"
 """
-# Two spinning threads now, a third after 3 s (after the daemon has placed the process).
+# Two spinning threads now (a real CPU hog), a third after 3 s (after the daemon has placed it).
 HOG = """
 import threading, time
 def spin():
     while True:
-        time.sleep(0.002)
         sum(range(2000))
 for _ in range(2):
     threading.Thread(target=spin, daemon=True).start()
