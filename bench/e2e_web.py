@@ -190,7 +190,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=8.0,
                     help="s between procsift's first window (after its start-up) and measuring")
     ap.add_argument("--model", default=e2e.default_model(), help="model bundle for procsift run")
-    ap.add_argument("--window", type=float, default=1.0, help="procsift window (s)")
+    ap.add_argument("--window", type=float, default=2.0, help="procsift window (s); 2 = the bundled model's")
     ap.add_argument("--delay-ms", type=int, default=10, help="think time of the paced HTML load")
     ap.add_argument("--port", type=int, default=18181)
     ap.add_argument("--oracle", choices=("idle", "weight2"), default="idle")
