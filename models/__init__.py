@@ -10,7 +10,7 @@ from procsift.models.errors import (
 )
 from procsift.models.evaluation import cross_validate, score_predictions
 from procsift.models.explain import Explanation
-from procsift.models.features import FEATURE_NAMES, RAW_COLUMNS, FeatureTransform
+from procsift.models.features import FEATURE_NAMES, RAW_COLUMNS, TREE_FEATURE_NAMES, FeatureTransform
 from procsift.models.kinds import MODEL_KINDS, make_pipeline
 from procsift.models.pos import POSDetector
 from procsift.models.smoothing import Smoother
@@ -19,7 +19,7 @@ from procsift.models.training import TraceSet, load_traces, train_bundle
 __all__ = [
     "Bundle", "BundleError", "BundleVersionWarning", "EMClassifier", "Explanation", "FEATURE_NAMES",
     "FeatureTransform", "IncompatibleModel", "MODEL_KINDS", "ModelError", "POSDetector", "RAW_COLUMNS",
-    "Smoother", "TraceSet", "TrainingDataError", "UntrustedBundle", "cross_validate",
+    "Smoother", "TREE_FEATURE_NAMES", "TraceSet", "TrainingDataError", "UntrustedBundle", "cross_validate",
     "default_bundle_path", "load_bundle", "load_traces", "make_pipeline", "reaggregate", "save_bundle",
     "score_predictions", "train_bundle",
 ]

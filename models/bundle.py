@@ -29,7 +29,7 @@ from procsift.collector.schema import LABELS
 from procsift.models.errors import BundleError, IncompatibleModel, UntrustedBundle
 from procsift.models.explain import Explanation, explain_pipeline
 from procsift.models.fastpath import row_proba
-from procsift.models.features import FEATURE_NAMES, PROC_FEATURE_NAMES, RAW_COLUMNS
+from procsift.models.features import FEATURE_NAMES, PROC_FEATURE_NAMES, RAW_COLUMNS, TREE_FEATURE_NAMES
 from procsift.models.kinds import MODEL_KINDS, input_columns
 
 __all__ = ["Bundle", "BundleVersionWarning", "load_bundle", "save_bundle", "default_bundle_path",
@@ -156,7 +156,7 @@ class Bundle:
 
 
 def _expected_features(kind: str) -> list[str]:
-    return [] if kind == "pos" else list(FEATURE_NAMES)
+    return {"pos": [], "tree": list(TREE_FEATURE_NAMES)}.get(kind, list(FEATURE_NAMES))
 
 
 def build_metadata(kind: str, pipeline: Pipeline, fallback: Pipeline | None, window_s: float,

@@ -1,5 +1,9 @@
 """The shared feature transform: rates per second, syscall-category proportions, log1p of times and rates.
 
+Three feature sets: "full" (every feature; `em`), "tree" (TREE_FEATURE_NAMES: scheduler and I/O
+figures plus a few coarse syscall signals; the full per-category mix lets a tree memorise
+programs instead of behaviour) and "proc" (what the /proc fallback collector can measure).
+
 Features are behaviour only. Identity columns (comm, exe, uid, cgroup, pid) never enter:
 a copy of a program under another name gets the same features.
 """
@@ -17,8 +21,8 @@ from procsift.collector.schema import CATEGORY_COLUMNS, SCHED_COLUMNS
 from procsift.collector.syscalls import CATEGORIES
 
 __all__ = [
-    "RAW_COLUMNS", "FEATURE_NAMES", "PROC_FEATURE_NAMES", "FeatureTransform", "raw_matrix",
-    "raw_vector",
+    "RAW_COLUMNS", "FEATURE_NAMES", "PROC_FEATURE_NAMES", "TREE_FEATURE_NAMES", "FEATURE_SETS",
+    "FeatureTransform", "raw_matrix", "raw_vector",
 ]
 
 RAW_COLUMNS: tuple[str, ...] = (
@@ -38,6 +42,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("log_max_wait_ms",)
     + tuple(f"log_rate_{c}" for c in _COUNT_RATES)
     + ("involuntary_share", "log_run_us_per_switch", "log_rate_read_bytes", "log_rate_write_bytes")
+    + ("uses_network", "log_file_calls_per_wakeup")
 )
 """Every feature the transform can produce, in output order."""
 
@@ -47,6 +52,19 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
     "log_rate_read_bytes", "log_rate_write_bytes",
 )
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
+
+TREE_FEATURE_NAMES: tuple[str, ...] = PROC_FEATURE_NAMES + (
+    "uses_network", "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
+)
+"""The decision tree's features: the /proc nine plus four coarse syscall signals (any network
+call at all; the share of ioctl, e.g. terminal control; futex rate, i.e. thread hand-offs; file
+calls per wake-up). Chosen by greedy forward selection on the leave-one-application-out
+macro-F1 at 1, 2 and 5 s (bench/CLASSIFIER.md), so the figures for this set are optimistic."""
+
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "full": FEATURE_NAMES, "tree": TREE_FEATURE_NAMES, "proc": PROC_FEATURE_NAMES,
+}
+"""Feature set name to the features it keeps, in output order."""
 
 _IDX = {c: i for i, c in enumerate(RAW_COLUMNS)}
 
@@ -96,6 +114,8 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     times = raw[:, [_IDX[t] for t in _TIMES]]
     counts = raw[:, [_IDX[c] for c in _COUNT_RATES]]
     switches = col("switches_in")
+    net = cats[:, [CATEGORIES.index(c) for c in ("net_accept", "net_send", "net_recv")]].sum(axis=1)
+    file_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "open_stat")]].sum(axis=1)
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),
@@ -109,6 +129,8 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
         np.log1p(_safe_div(col("run_ns") / 1e3, switches))[:, None],
         np.log1p(col("read_bytes") / dur)[:, None],
         np.log1p(col("write_bytes") / dur)[:, None],
+        (net > 0).astype(np.float64)[:, None],
+        np.log1p(_safe_div(file_calls, col("wakeups")))[:, None],
     ]
     out = np.hstack(parts)
     np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN
@@ -120,8 +142,9 @@ class FeatureTransform(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    feature_set : {"full", "proc"}
-        "full" for BPF rows; "proc" keeps only what the /proc fallback collector can measure.
+    feature_set : {"full", "tree", "proc"}
+        "full": every feature (BPF rows); "tree": TREE_FEATURE_NAMES, the decision tree's subset;
+        "proc": only what the /proc fallback collector can measure.
     """
 
     def __init__(self, feature_set: str = "full") -> None:
@@ -129,12 +152,13 @@ class FeatureTransform(TransformerMixin, BaseEstimator):
 
     def fit(self, X: np.ndarray, y: object = None) -> "FeatureTransform":
         """Check the input width and choose the output columns."""
-        if self.feature_set not in ("full", "proc"):
-            raise ValueError(f"feature_set must be 'full' or 'proc', not {self.feature_set!r}")
+        if self.feature_set not in FEATURE_SETS:
+            raise ValueError(f"feature_set must be one of {', '.join(map(repr, FEATURE_SETS))}, "
+                             f"not {self.feature_set!r}")
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != len(RAW_COLUMNS):
             raise ValueError(f"expected {len(RAW_COLUMNS)} raw columns, got shape {X.shape}")
-        names = FEATURE_NAMES if self.feature_set == "full" else PROC_FEATURE_NAMES
+        names = FEATURE_SETS[self.feature_set]
         self.columns_ = np.array([FEATURE_NAMES.index(n) for n in names])
         self.n_features_in_ = X.shape[1]
         return self

@@ -23,7 +23,7 @@ def make_pipeline(kind: str, random_state: int = 0) -> Pipeline:
     """A fresh, unfitted pipeline of `kind` ("tree", "em" or "pos")."""
     if kind == "tree":
         return Pipeline([
-            ("features", FeatureTransform()),
+            ("features", FeatureTransform(feature_set="tree")),
             ("tree", DecisionTreeClassifier(criterion="entropy", max_depth=10, min_samples_leaf=5,
                                             random_state=random_state)),
         ])

@@ -71,3 +71,22 @@ def test_training_on_proc_rows_is_refused_clearly(tmp_path, make_frame: Callable
     from procsift.models import TrainingDataError
     with pytest.raises(TrainingDataError, match="syscall counts"):
         train_bundle("tree", load_traces([tmp_path / "p.parquet"]))
+
+
+def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
+    from procsift.models import TREE_FEATURE_NAMES
+    from procsift.models.features import PROC_FEATURE_NAMES
+    assert set(TREE_FEATURE_NAMES) <= set(FEATURE_NAMES)
+    assert set(PROC_FEATURE_NAMES) <= set(TREE_FEATURE_NAMES)
+    w = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=10, wakeups=10,
+               run_ns=1_000_000, syscalls={"read": 30, "write": 10, "sendto": 5})
+    raw = raw_matrix(windows_to_frame([w]))
+    full = FeatureTransform().fit_transform(raw)
+    tree = FeatureTransform(feature_set="tree").fit_transform(raw)
+    assert tree.shape == (1, len(TREE_FEATURE_NAMES))
+    np.testing.assert_allclose(tree[0], [full[0, FEATURE_NAMES.index(n)] for n in TREE_FEATURE_NAMES])
+    i = FEATURE_NAMES.index
+    assert full[0, i("uses_network")] == 1.0
+    assert full[0, i("log_file_calls_per_wakeup")] == pytest.approx(np.log1p(40 / 10))
+    with pytest.raises(ValueError, match="feature_set"):
+        FeatureTransform(feature_set="nope").fit(raw)
