@@ -44,9 +44,15 @@ def slice_ns(tid: int) -> int:
     return int.from_bytes(bytes(buf[24:32]), "little")
 
 
-def autogroup(pid: int) -> tuple[str, int]:
-    name, _, n = open(f"/proc/{pid}/autogroup").read().split()
-    return name, int(n)
+def autogroup(pid: int) -> tuple[str, int] | None:
+    """(name, nice) of the process's autogroup; None in the kernel's default one.
+
+    A session that never called setsid() (e.g. everything under a CI runner started by init)
+    shares init's default autogroup, for which /proc/PID/autogroup reads empty
+    (kernel/sched/autogroup.c, proc_sched_autogroup_show_task).
+    """
+    text = open(f"/proc/{pid}/autogroup").read().split()
+    return (text[0], int(text[2])) if text else None
 
 
 def cpu_cgroup(pid: int, controller: str = "cpu") -> str:
