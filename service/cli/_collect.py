@@ -171,6 +171,29 @@ def _spawn_held(command: Sequence[str]) -> tuple[subprocess.Popen[bytes], int]:
     return proc, w
 
 
+def _wait_until_held(pid: int, timeout: float = 10.0) -> None:
+    """Wait until the held bash blocks reading its go-pipe, i.e. is done starting up.
+
+    bash makes system calls of its own as it starts (getppid() for $PPID among them). Following
+    the PID only once it sleeps in read() keeps them out of the recording in every run, instead
+    of depending on which of bash and the collector gets there first.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/syscall", "rb") as f:
+                nr = f.read().split(maxsplit=1)[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return  # already gone: the exit status will say why
+        except (PermissionError, IndexError):
+            nr = b"0"  # /proc/PID/syscall unreadable here: the sleeping state alone has to do
+        if state == b"S" and nr == b"0":  # asleep in read (syscall 0 on x86_64)
+            return
+        time.sleep(0.001)
+
+
 def _check_runnable(command: Sequence[str]) -> None:
     if shutil.which(command[0]) is None:
         raise ProcsiftError(f"cannot run {command[0]!r}: command not found")
@@ -208,6 +231,7 @@ def cmd_record(args: argparse.Namespace) -> int:
               "Ctrl-C to stop", file=sys.stderr, flush=True)
         if command:
             proc, go = _spawn_held(command)
+            _wait_until_held(proc.pid)
             col.track([proc.pid])
             os.write(go, b"go\n")
             os.close(go)
