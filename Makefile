@@ -17,7 +17,11 @@ test: setup
 test-unit: setup
 	$(PY) -m pytest -q -m "not kernel" tests
 
+# Programs the benchmarks drive (nginx, wrk, gcc for the C workloads), installed when missing.
+BENCH_APT := nginx-light wrk gcc
+
 bench: setup
+	EXTRA_APT_PACKAGES="$(BENCH_APT)" bash scripts/setup.sh
 	$(PY) bench/collector_overhead.py
 
 clean:

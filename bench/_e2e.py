@@ -309,6 +309,17 @@ def exempt_policy(tmp: Path, comms: list[str]) -> Path:
     return path
 
 
+def policy_arms(specs: list[str]) -> list[tuple[str, str]]:
+    """`--policy-arm NAME=FILE` options as (name, file), the file checked to exist."""
+    out = []
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep or not name or not Path(file).is_file():
+            raise SystemExit(f"--policy-arm wants NAME=FILE with an existing FILE, not {spec!r}")
+        out.append((name, file))
+    return out
+
+
 def check_restored(before: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Every process still alive back where it was before the arm."""
     now = placement(list(before))

@@ -132,6 +132,8 @@ def main() -> int:
     ap.add_argument("--arms", default="none,procsift,oracle",
                     help="comma-separated; also procsift-exempt (the workload exempted by policy: "
                          "only the hogs' labels act)")
+    ap.add_argument("--policy-arm", action="append", default=[], metavar="NAME=FILE",
+                    help="an extra procsift arm NAME run with policy FILE (repeatable; add NAME to --arms)")
     ap.add_argument("--out", default="e2e_interactive", help="name of the JSON under bench/results/")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -155,6 +157,8 @@ def main() -> int:
                 "procsift": procsift_arm("procsift", []),
                 "procsift-exempt": procsift_arm(
                     "procsift-exempt", ["--policy", str(e2e.exempt_policy(tmp, ["probe"]))]),
+                **{name: procsift_arm(name, ["--policy", str(Path(file).resolve())])
+                   for name, file in e2e.policy_arms(args.policy_arm)},
                 "oracle": e2e.OracleArm(hogs.pids, args.oracle)}
             chosen = [arms[a] for a in args.arms.split(",")]
             log(f"e2e_interactive: {len(chosen)} arms x {args.repeats} repeats, {args.seconds} s each; "
