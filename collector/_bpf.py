@@ -45,12 +45,12 @@ class _Batch:
     ctypes objects one by one: too slow for thousands of entries per window).
     """
 
-    def __init__(self, table, delete: bool) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, table, delete: bool, capacity: int | None = None) -> None:  # type: ignore[no-untyped-def]
         from bcc.libbcc import lib  # noqa: PLC0415
 
         self._fn = lib.bpf_lookup_and_delete_batch if delete else lib.bpf_lookup_batch
         self._fd = table.map_fd
-        self._n = table.max_entries
+        self._n = capacity or table.max_entries
         self._ksize, self._vsize = ct.sizeof(table.Key), ct.sizeof(table.Leaf)
         self._keys = (table.Key * self._n)()
         self._vals = (table.Leaf * self._n)()
@@ -67,9 +67,14 @@ class _Batch:
             err = ct.get_errno()
             total += count.value
             if res != 0:
-                if err != errno.ENOENT:  # ENOENT: the whole map was read
-                    raise OSError(err, f"BPF map batch read failed: {os.strerror(err)}")
-                break
+                if err == errno.ENOENT:  # the whole map was read
+                    break
+                # ENOSPC: the next bucket holds more entries than the buffer has room left, which
+                # happens when tasks keep inserting while a nearly full map is read. What was
+                # read is good; with delete=True the rest stays in the map for the next read.
+                if err == errno.ENOSPC and total > 0:
+                    break
+                raise OSError(err, f"BPF map batch read failed: {os.strerror(err)}")
             if count.value == 0:
                 break
             token_in.value = token_out.value
