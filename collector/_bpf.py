@@ -83,6 +83,45 @@ class _Batch:
         return keys, vals
 
 
+def _group_counts(keys: np.ndarray, vals: np.ndarray) -> dict[int, dict[int, int]]:
+    """Per-CPU syscall counts keyed (tgid, nr) -> {tgid: {nr: count}}, zero counts left out.
+
+    A hash map holds each (tgid, nr) once, so grouping needs no summing; numpy sorts and
+    splits, so Python loops once per process rather than once per entry.
+    """
+    if not len(keys):
+        return {}
+    totals = vals.sum(axis=1)
+    keep = totals > 0
+    tgid, nr, n = keys["tgid"][keep], keys["nr"][keep], totals[keep]
+    order = np.argsort(tgid, kind="stable")
+    tgid, nr, n = tgid[order].tolist(), nr[order].tolist(), n[order].tolist()
+    cuts = [0, *(np.flatnonzero(np.diff(keys["tgid"][keep][order])) + 1).tolist(), len(tgid)]
+    return {tgid[a]: dict(zip(nr[a:b], n[a:b])) for a, b in zip(cuts, cuts[1:])}
+
+
+def delete_keys(table, keys: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """Delete u32 `keys` from a hash map in one BPF_MAP_DELETE_BATCH call where it can.
+
+    The kernel stops a delete batch at the first key that is absent (ENOENT) and reports how
+    many it deleted before it: that key is skipped and the batch goes on after it.
+    """
+    from bcc.libbcc import lib  # noqa: PLC0415
+
+    if not keys:
+        return
+    arr = (ct.c_uint32 * len(keys))(*keys)
+    done, count = 0, ct.c_uint32(0)
+    while done < len(keys):
+        count.value = len(keys) - done
+        res = lib.bpf_delete_batch(table.map_fd, ct.byref(arr, 4 * done), ct.byref(count))
+        done += count.value
+        if res != 0:
+            if ct.get_errno() not in (errno.ENOENT, 0):
+                raise OSError(ct.get_errno(), f"BPF map batch delete failed: {os.strerror(ct.get_errno())}")
+            done += 1  # the absent key
+
+
 class BpfProbe:
     """The loaded BPF program: per-(tgid, syscall) counts and per-task run/wait figures.
 
@@ -175,30 +214,17 @@ class BpfProbe:
                  for i in exited}
         tasks["uid"] = np.where(raw["exited"] != 0, raw["uid"], -1)
         sc_keys, sc_vals = self._sc_batch.read()
-        totals = sc_vals.sum(axis=1) if len(sc_vals) else sc_vals
-        syscalls: dict[int, dict[int, int]] = {}
-        for tgid, nr, n in zip(sc_keys["tgid"].tolist(), sc_keys["nr"].tolist(), totals.tolist()):
-            if n:
-                per = syscalls.setdefault(tgid, {})
-                per[nr] = per.get(nr, 0) + n
+        syscalls = _group_counts(sc_keys, sc_vals)
         dropped = sum(self._dropped[self._dropped.Key(0)])
         return Drain(now_ns=now, tasks=tasks, syscalls=syscalls, comms=comms, dropped=dropped,
                      counts_syscalls=self._sys_attached)
 
     def forget(self, tids: Iterable[int]) -> None:
         """Drop the map entries of tasks that exited and were reported."""
-        tracked = self._bpf[b"tracked"] if self.filtered else None
-        for tid in tids:
-            key = self._tasks.Key(tid)
-            try:
-                del self._tasks[key]
-            except KeyError:
-                pass
-            if tracked is not None:
-                try:
-                    del tracked[tracked.Key(tid)]
-                except KeyError:
-                    pass
+        tids = list(tids)
+        delete_keys(self._tasks, tids)
+        if self.filtered:
+            delete_keys(self._bpf[b"tracked"], tids)
 
     def close(self) -> None:
         """Detach everything and free the maps."""

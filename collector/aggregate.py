@@ -16,7 +16,7 @@ from procsift.collector.samples import (
     STATE_BLOCK, STATE_RUNNABLE, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo,
 )
 from procsift.collector.schema import Window
-from procsift.collector.syscalls import category_of, name_of
+from procsift.collector.syscalls import SYSCALL_NAMES, UNKNOWN, X86_64 as _NAME, category_of, name_of
 
 __all__ = ["Aggregator"]
 
@@ -28,12 +28,15 @@ _SPAN_COLUMN = {STATE_RUNNING: 0, STATE_RUNNABLE: 1, STATE_SLEEP: 2, STATE_BLOCK
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+_IO_NAMES = frozenset(n for n in SYSCALL_NAMES if category_of(n) in ("file_read", "file_write", "memory"))
+
+
 def _may_have_done_io(sys_counts: dict[str, int], block_ns: int, counts_syscalls: bool) -> bool:
     """Whether /proc/PID/io is worth reading: storage bytes move through file syscalls or
     show as D-state waits. Skipping it only defers bytes (the counters are cumulative)."""
     if not counts_syscalls or block_ns:
         return True
-    return any(category_of(n) in ("file_read", "file_write", "memory") for n in sys_counts)
+    return not _IO_NAMES.isdisjoint(sys_counts)
 
 
 def _cumulative(tasks: np.ndarray, now_ns: int) -> np.ndarray:
@@ -165,7 +168,10 @@ class Aggregator:
 
     @staticmethod
     def _names(counts: dict[int, int]) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out = {_NAME.get(nr, UNKNOWN): n for nr, n in counts.items()}
+        if len(out) == len(counts):
+            return out
+        out = {}  # several numbers without a name: they add up under UNKNOWN
         for nr, n in counts.items():
             name = name_of(nr)
             out[name] = out.get(name, 0) + n

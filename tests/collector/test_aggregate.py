@@ -124,3 +124,14 @@ def test_unknown_syscall_numbers_are_counted_as_unknown() -> None:
     agg = _agg(fake)
     (w,) = agg.build(Drain.of(1, [], syscalls={70: {9999: 4, 9998: 1}}), 0.0, 1.0)[0]
     assert w.syscalls == {"unknown": 5}
+
+
+def test_per_cpu_syscall_counts_group_by_process_without_zero_entries() -> None:
+    import numpy as np
+
+    from procsift.collector._bpf import _group_counts
+
+    keys = np.array([(7, 39), (5, 0), (7, 1), (5, 1), (9, 3)], dtype=[("tgid", "<u4"), ("nr", "<u4")])
+    vals = np.array([[2, 3], [1, 0], [0, 4], [0, 0], [6, 1]], dtype=np.uint64)  # per CPU
+    assert _group_counts(keys, vals) == {7: {39: 5, 1: 4}, 5: {0: 1}, 9: {3: 7}}
+    assert _group_counts(keys[:0], vals[:0]) == {}

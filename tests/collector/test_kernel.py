@@ -182,3 +182,23 @@ def test_a_batch_read_bigger_than_its_buffer_leaves_the_rest_for_the_next_read()
         assert sorted(seen) == [(k, 1000 + k) for k in range(64)]
     finally:
         bpf.cleanup()
+
+
+def test_forgetting_deletes_present_keys_and_skips_absent_ones() -> None:
+    """One batch delete for the exited tasks; an already-absent key (the kernel stops a batch
+    there) must not keep the keys after it alive."""
+    import ctypes as ct
+
+    from bcc import BPF
+
+    from procsift.collector._bpf import delete_keys
+
+    bpf = BPF(text="BPF_HASH(m, u32, u64, 64); int noop(void *ctx) { return 0; }")
+    try:
+        table = bpf[b"m"]
+        for k in range(10):
+            table[ct.c_uint32(k)] = ct.c_uint64(k)
+        delete_keys(table, [1, 2, 40, 3, 41, 42, 4])
+        assert sorted(int(k.value) for k in table.keys()) == [0, 5, 6, 7, 8, 9]
+    finally:
+        bpf.cleanup()
