@@ -395,7 +395,7 @@ def test_bundled_default_policy_end_to_end(make_child, journal: Path) -> None:
     elif a.backend == "autogroup":
         assert rb.autogroup(bg.pid)[1] == 10
     if SLICE:
-        assert {rb.slice_ns(t) for t in ui.tids()} == {3_000_000}
+        assert {rb.slice_ns(t) for t in ui.tids()} == {1_000_000}
     assert {rb.nice(ui.pid, t) for t in ui.tids()} == {0}
     a.restore_all()
     for c in (bg, ui):
