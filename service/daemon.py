@@ -33,7 +33,7 @@ from procsift.distributor import (
 )
 from procsift.models import RAW_COLUMNS, Bundle, Smoother, load_bundle
 
-__all__ = ["DaemonConfig", "Daemon", "state_file", "read_state"]
+__all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate"]
 
 log = logging.getLogger("procsift.daemon")
 STATE_FILE = "daemon-state.json"
@@ -87,6 +87,8 @@ class _Tracked:
     window_proba: dict[str, float] = field(default_factory=dict)
     demand: float | None = None   # share of the window on CPU or in D state, before placement
     gate: str | None = None       # why its label is not acted on, if it is not
+    was: str | None = None        # a label other than background it has held in this run
+    bg_streak: int = 0            # consecutive sufficient windows labelled background
 
 
 BACKGROUND_MIN_DEMAND = 0.25
@@ -102,6 +104,21 @@ def demand_gate(label: str | None, demand: float | None) -> str | None:
         shown = "unknown" if demand is None else f"{100 * demand:.0f}%"
         return (f"labelled background, but its CPU/disk demand ({shown} of a window) is under "
                 f"{100 * BACKGROUND_MIN_DEMAND:.0f}%: not worth idling, left alone")
+    return None
+
+
+DEMOTE_STREAK = 4
+"""A process procsift has seen doing interactive or html-serving work is idled only after its
+windows say background this many times in a row. A wrong demotion starves a latency-bound
+process (a busy nginx worker at saturation looks CPU-bound for a window or two); a late one
+costs little. New processes that were never anything but background are not delayed."""
+
+
+def demotion_gate(label: str | None, was: str | None, bg_streak: int) -> str | None:
+    """Why a background label must not be acted on yet, for a process once labelled otherwise; pure."""
+    if label == "background" and was is not None and bg_streak < DEMOTE_STREAK:
+        return (f"was {was}; labelled background in {bg_streak} window(s) in a row, "
+                f"{DEMOTE_STREAK} needed before idling it: left alone for now")
     return None
 
 
@@ -238,12 +255,18 @@ class Daemon:
                 demand = share if prev is None else 0.5 * prev + 0.5 * share
             else:
                 demand = t.demand if t is not None else None
-            gate = demand_gate(label, demand)
+            was = t.was if t is not None else None
+            if label not in (None, "background"):
+                was = label
+            streak = t.bg_streak if t is not None else 0
+            if not w.insufficient:
+                streak = streak + 1 if str(labels[i]) == "background" else 0
+            gate = demand_gate(label, demand) or demotion_gate(label, was, streak)
             view = ProcessView.from_window(w, None if gate else label, prob,
                                            autogroup=ag[0] if ag else None)
             if t is None:
                 t = self.procs[key] = _Tracked(view=view)
-            t.view, t.demand, t.gate = view, demand, gate
+            t.view, t.demand, t.gate, t.was, t.bg_streak = view, demand, gate, was, streak
             t.window_label, t.window_proba = str(labels[i]), p
             t.windows = (t.windows + [_window_summary(w, str(labels[i]), p)])[-KEEP_WINDOWS:]
         for key in [k for k in self.procs if not _alive(*k)]:
