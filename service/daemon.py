@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from procsift.distributor import (
     Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
 )
 from procsift.models import RAW_COLUMNS, Bundle, Smoother, load_bundle
+from procsift.service.live import Command, LiveLink
 
 __all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate"]
 
@@ -75,6 +77,10 @@ class DaemonConfig:
     count: int | None = None  # stop after this many windows (tests, benchmarks)
     force_proc: bool = False
     pids: list[int] | None = None  # manage only these processes and their descendants
+    api: bool = False              # serve the REST API and dashboard from this process
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token_file: str | None = None  # None: <state_dir>/api-token
 
 
 @dataclass
@@ -88,6 +94,7 @@ class _Tracked:
     demand: float | None = None   # share of the window on CPU or in D state, before placement
     gate: str | None = None       # why its label is not acted on, if it is not
     was: str | None = None        # a label other than background it has held in this run
+    was_label: str | None = None  # the smoothed label after the previous window
     bg_streak: int = 0            # consecutive sufficient windows labelled background
 
 
@@ -130,6 +137,21 @@ def _window_summary(w: Window, label: str, proba: dict[str, float]) -> dict[str,
             "run_wait_transitions": w.run_wait_transitions}
 
 
+def _groups(result: Plan, procs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per label: how many processes, the profile(s) applied and the CPUs they may use."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in procs.values():
+        g = out.setdefault(p["label"] or "unlabelled", {"processes": 0, "profiles": set(), "cpus": set()})
+        g["processes"] += 1
+    for a in result.actions:
+        g = out.setdefault(a.label or "unlabelled", {"processes": 0, "profiles": set(), "cpus": set()})
+        g["profiles"].add(a.profile)
+        if getattr(a, "cpus", None):
+            g["cpus"].update(a.cpus)
+    return {k: {"processes": v["processes"], "profiles": sorted(v["profiles"]), "cpus": sorted(v["cpus"])}
+            for k, v in out.items()}
+
+
 def _alive(pid: int, start_time: int) -> bool:
     st = read_stat(pid)
     return st is not None and st.start_time == start_time
@@ -162,6 +184,9 @@ class Daemon:
         self._reader = ProcReader()
         self._idled: set[tuple[int, int]] = set()
         self._follow: set[int] = set(cfg.pids or ())
+        self.live = LiveLink()
+        self.paused = False
+        self.label_changes: deque[dict[str, Any]] = deque(maxlen=50)
 
     # -- signals become flags; the loop acts on them between windows --------------------
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -175,8 +200,8 @@ class Daemon:
         """The trace columns the model (and its /proc fallback) reads."""
         return sorted({*self.bundle.input_columns, *RAW_COLUMNS, "syscalls", "switches_in"})
 
-    def reload(self) -> None:
-        """Re-read policy and model; keep the running ones if either is invalid."""
+    def reload(self) -> str | None:
+        """Re-read policy and model; keep the running ones if either is invalid (returns why)."""
         self._reload = False
         try:
             policy = load_policy(self.cfg.policy_path)
@@ -184,10 +209,42 @@ class Daemon:
         except ProcsiftError as err:
             log.warning("event=reload-refused why=%r then='kept the running policy and model'", str(err))
             print(f"procsift: reload refused, keeping the running policy and model: {err}", file=sys.stderr)
-            return
+            return str(err)
         self.policy, self.bundle = policy, bundle
         log.info("event=reloaded policy=%s model=%s", self.cfg.policy_path or "default",
                  self.cfg.model_path or "default")
+        return None
+
+    def command(self, name: str, applier: Applier) -> dict[str, Any]:
+        """Carry out one control command from the API (between windows, in the loop)."""
+        if name == "pause" or name == "restore":
+            report = applier.restore_all()
+            self.paused = True
+            self._idled = set()
+            self.live.metrics.add("procsift_restores_total", report.restored)
+            log.info("event=%s restored=%d writes=%d", name, report.restored, report.writes)
+            return {"ok": True, "paused": True, "restored": report.restored, "writes": report.writes,
+                    "note": "labels are still computed; nothing is changed until resume"}
+        if name == "resume":
+            self.paused = False
+            log.info("event=resume")
+            return {"ok": True, "paused": False}
+        if name == "reload":
+            why = self.reload()
+            return {"ok": why is None, "error": why, "policy": self.policy.kind, "model": self.bundle.kind}
+        raise ValueError(f"unknown command {name!r}")
+
+    def _serve_commands(self, applier: Applier) -> None:
+        for cmd in self.live.take_commands():
+            self._answer(cmd, applier)
+
+    def _answer(self, cmd: Command, applier: Applier) -> None:
+        if not cmd.future.set_running_or_notify_cancel():
+            return  # the API gave up waiting
+        try:
+            cmd.future.set_result(self.command(cmd.name, applier))
+        except Exception as err:  # noqa: BLE001 - handed to the waiting API thread, not lost
+            cmd.future.set_exception(err)
 
     def run(self) -> int:
         """Run until stopped (or `count` windows); restore everything; return the exit status."""
@@ -198,17 +255,27 @@ class Daemon:
                   file=sys.stderr)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         collector = Collector(window_s=self.cfg.window_s, force_proc=self.cfg.force_proc, pids=self.cfg.pids)
+        server = self._start_api() if self.cfg.api else None
+        m = self.live.metrics
         try:
             for rows in collector.windows(count=self.cfg.count, stop=lambda: self._stop):
                 t0 = time.perf_counter()
                 self.tick(rows, collector.kind, applier)
-                self.loop_ms.append((time.perf_counter() - t0) * 1e3)
+                self._serve_commands(applier)
+                took = time.perf_counter() - t0
+                self.loop_ms.append(took * 1e3)
                 self.loop_ms = self.loop_ms[-100:]
+                m.add("procsift_loop_seconds_total", took)
+                m.set("procsift_loop_seconds_last", took)
+                m.add("procsift_rows_collected_total", len(rows))
+                m.set("procsift_collector_drops_total", collector.dropped)
                 if self._reload:
                     self.reload()
                 if self._stop:
                     break
         finally:
+            if server is not None:
+                server.stop()
             collector.close()
             report = applier.restore_all()
             applier.close()
@@ -221,6 +288,13 @@ class Daemon:
             print(f"procsift: stopped; restored {report.restored} process(es), {report.writes} value(s)",
                   file=sys.stderr)
         return 0
+
+    def _start_api(self):  # type: ignore[no-untyped-def]
+        from procsift.service.api.server import start_in_thread  # noqa: PLC0415  (FastAPI only when asked)
+
+        token = self.cfg.token_file or str(Path(self.cfg.state_dir) / "api-token")
+        return start_in_thread(self.cfg.host, self.cfg.port, bundle=lambda: self.bundle, live=self.live,
+                               token_file=token)
 
     def tick(self, rows: list[Window], kind: str, applier: Applier) -> Plan:
         """One window: label the rows, smooth, plan, apply, publish."""
@@ -266,6 +340,10 @@ class Daemon:
                                            autogroup=ag[0] if ag else None)
             if t is None:
                 t = self.procs[key] = _Tracked(view=view)
+            elif label != t.was_label and t.was_label is not None:
+                self.label_changes.append({"t": round(w.t_start + w.dur_s, 3), "pid": w.pid, "comm": w.comm,
+                                           "from": t.was_label, "to": label, "probability": round(prob, 3)})
+            t.was_label = label
             t.view, t.demand, t.gate, t.was, t.bg_streak = view, demand, gate, was, streak
             t.window_label, t.window_proba = str(labels[i]), p
             t.windows = (t.windows + [_window_summary(w, str(labels[i]), p)])[-KEEP_WINDOWS:]
@@ -275,9 +353,17 @@ class Daemon:
         views = [t.view for t in self.procs.values()] + self._unseen_views()
         result = plan(self.policy, views, system_view(), self.state)
         self.state = result.state
-        self._idled = {(a.pid, a.start_time) for a in result.actions if a.label == "background"}
-        report = applier.apply(result)
-        self.changes += getattr(report, "writes", 0)
+        m = self.live.metrics
+        m.add("procsift_windows_collected_total")
+        m.add("procsift_predictions_total", len(rows))
+        if self.paused:
+            self._idled = set()
+        else:
+            self._idled = {(a.pid, a.start_time) for a in result.actions if a.label == "background"}
+            report = applier.apply(result)
+            self.changes += report.writes
+            m.add("procsift_changes_applied_total", report.writes)
+            m.add("procsift_backoffs_total", report.backed_off)
         self.last_plan = result
         self.windows += 1
         self._publish(result)
@@ -333,6 +419,13 @@ class Daemon:
         state = {"daemon_pid": os.getpid(), "t": time.time(), "window_s": self.cfg.window_s,
                  "dry_run": self.cfg.dry_run, "policy": self.policy.kind, "windows": self.windows,
                  "processes": procs}
+        self.live.metrics.set("procsift_processes", len(procs))
+        self.live.metrics.set("procsift_paused", float(self.paused))
+        self.live.publish({**state, "paused": self.paused, "model": self.bundle.kind,
+                           "groups": _groups(result, procs), "plan": [a.__dict__ | {"label": a.label}
+                                                                      for a in result.actions],
+                           "skipped": [{"pid": p, "why": why} for p, why in result.skipped],
+                           "label_changes": list(self.label_changes)})
         path = state_file(self.cfg.state_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".state.", dir=path.parent)

@@ -21,6 +21,7 @@ _VERB_MODULES = (
     "procsift.service.cli._models",
     "procsift.service.cli._distribute",
     "procsift.service.cli._run",
+    "procsift.service.cli._serve",
 )
 
 __all__ = ["main", "build_parser"]

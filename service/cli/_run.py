@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import logging
 import sys
@@ -42,6 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("-p", "--pid", type=int, nargs="+", metavar="PID",
                    help="manage only these processes and their descendants")
     p.add_argument("-v", "--verbose", action="store_true", help="log every change (structured, to stderr)")
+    p.add_argument("--no-api", action="store_true", help="do not serve the REST API and dashboard")
+    p.add_argument("--host", default=os.environ.get("PROCSIFT_HOST", "127.0.0.1"),
+                   help="API address (default: %(default)s; anything but loopback exposes it)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("PROCSIFT_PORT", "8765")),
+                   help="API port (default: %(default)s)")
+    p.add_argument("--token-file", default=os.environ.get("PROCSIFT_TOKEN_FILE"), metavar="PATH",
+                   help="bearer token for control endpoints (default: api-token beside the journal)")
     p.set_defaults(func=cmd_run)
 
 
@@ -58,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                        dry_run=args.dry_run, journal_path=args.journal,
                        state_dir=str(Path(args.journal).parent), backend=args.backend,
                        table=not args.no_table, count=args.count, force_proc=args.proc,
-                       pids=args.pid)
+                       pids=args.pid, api=not args.no_api, host=args.host, port=args.port,
+                       token_file=args.token_file)
     return run_daemon(cfg)
 
 

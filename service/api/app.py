@@ -1,0 +1,54 @@
+"""create_app(): the FastAPI application, its lifespan (loads the model) and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from procsift.collector.errors import ProcsiftError
+from procsift.models import Bundle, load_bundle
+from procsift.service.api import dashboard, info, live, predict
+from procsift.service.api.auth import load_or_create_token
+from procsift.service.api.limits import BodyLimit
+from procsift.service.api.settings import Settings
+from procsift.service.live import LiveLink, Metrics
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None, bundle: Callable[[], Bundle] | None = None,
+               live_link: LiveLink | None = None, token: str | None = None) -> FastAPI:
+    """The API. Alone (`procsift serve`) it loads `settings.model` at start-up; inside the daemon it
+    is given the daemon's bundle getter and live link. `token` overrides the token file (tests)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if bundle is None:
+            loaded = load_bundle(settings.model)  # once, at start-up; never from a request
+            app.state.bundle = lambda: loaded
+        yield
+
+    app = FastAPI(title="procsift", version="0.1.0", lifespan=lifespan,
+                  description="Labels processes from their behaviour; inside `procsift run`, shows and steers the daemon.")
+    app.state.settings = settings
+    app.state.bundle = bundle
+    app.state.live = live_link
+    app.state.metrics = live_link.metrics if live_link is not None else Metrics()
+    app.state.token = token if token is not None else load_or_create_token(settings.token_path())
+    for router in (predict.router, info.router, live.router, dashboard.router):
+        app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(resources.files("procsift.service.api") / "static")),
+              name="static")
+
+    @app.exception_handler(ProcsiftError)
+    async def _domain_error(_request: Request, err: ProcsiftError) -> JSONResponse:
+        return JSONResponse({"detail": str(err)}, status_code=400)
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,100 @@
+"""The running daemon, read (/v1/processes, /v1/groups, /v1/plan) and steered (/v1/pause ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Path, status
+
+from procsift.service.api.deps import Authorized, LiveDep, SettingsDep
+from procsift.service.api.schemas import CommandResult
+from procsift.service.live import CommandTimeout, LiveLink
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["live"])
+_503 = {503: {"description": "no daemon attached, or no window closed yet"}}
+
+
+def _snapshot(live: LiveLink) -> dict[str, Any]:
+    snap = live.snapshot()
+    if snap is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the daemon has not closed its first window yet")
+    return snap
+
+
+def _row(p: dict[str, Any]) -> dict[str, Any]:
+    last = (p.get("windows") or [None])[-1] or {}
+    return {"pid": p["pid"], "start_time": p["start_time"], "comm": p["comm"], "label": p["label"],
+            "probability": p["probability"], "profile": (p.get("action") or {}).get("profile"),
+            "placement": p.get("action"), "rule": p["rule"],
+            "last_window": {k: last.get(k) for k in ("run_ms", "runq_ms", "max_wait_ms", "syscalls",
+                                                    "top_syscalls", "run_wait_transitions")}}
+
+
+@router.get("/processes", responses=_503)
+def processes(live: LiveDep) -> dict[str, Any]:
+    """Every tracked process: label, group, placement, the last window's key figures."""
+    snap = _snapshot(live)
+    rows = sorted((_row(p) for p in snap["processes"].values()), key=lambda r: (r["label"] or "", r["pid"]))
+    return {"windows": snap["windows"], "t": snap["t"], "paused": snap["paused"], "processes": rows}
+
+
+@router.get("/processes/{pid}", responses={**_503, 404: {"description": "not tracked"}})
+def process(live: LiveDep, pid: int = Path(ge=1, le=2**22)) -> dict[str, Any]:
+    """Why a process is placed as it is: its recent windows, label, probability, rule and action."""
+    snap = _snapshot(live)
+    p = snap["processes"].get(str(pid))
+    if p is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"PID {pid} is not tracked (idle, exempt, or gone)")
+    return p
+
+
+@router.get("/groups", responses=_503)
+def groups(live: LiveDep) -> dict[str, Any]:
+    """Per label: processes, profiles applied and the CPUs the group may use."""
+    snap = _snapshot(live)
+    return {"policy": snap["policy"], "paused": snap["paused"], "groups": snap["groups"]}
+
+
+@router.get("/plan", responses=_503)
+def plan(live: LiveDep) -> dict[str, Any]:
+    """The last window's plan: actions and the processes deliberately left alone."""
+    snap = _snapshot(live)
+    return {"policy": snap["policy"], "dry_run": snap["dry_run"], "paused": snap["paused"],
+            "actions": snap["plan"], "skipped": snap["skipped"], "label_changes": snap["label_changes"]}
+
+
+def _command(name: str, live: LiveLink, timeout: float) -> CommandResult:
+    try:
+        result = live.submit(name, timeout)
+    except CommandTimeout as err:
+        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, str(err)) from err
+    return CommandResult(command=name, **result)  # type: ignore[arg-type]
+
+
+_AUTH = {401: {"description": "missing or wrong bearer token"}, 504: {"description": "daemon did not answer"}}
+
+
+@router.post("/pause", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
+def pause(live: LiveDep, settings: SettingsDep) -> CommandResult:
+    """Put every changed value back and change nothing until resume (labels go on)."""
+    return _command("pause", live, settings.command_timeout_s)
+
+
+@router.post("/resume", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
+def resume(live: LiveDep, settings: SettingsDep) -> CommandResult:
+    """Apply the plan again from the next window."""
+    return _command("resume", live, settings.command_timeout_s)
+
+
+@router.post("/reload", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
+def reload(live: LiveDep, settings: SettingsDep) -> CommandResult:
+    """Re-read policy and model (validated first; the running ones stay on error)."""
+    return _command("reload", live, settings.command_timeout_s)
+
+
+@router.post("/restore", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
+def restore(live: LiveDep, settings: SettingsDep) -> CommandResult:
+    """Put every changed value back now; stays paused until resume."""
+    return _command("restore", live, settings.command_timeout_s)
