@@ -29,26 +29,27 @@ class BodyLimit:
 
         async def counted() -> dict[str, Any]:
             nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    # Answer now and tell the app the client is gone (raising here would
+                    # become FastAPI's generic 400 "error parsing the body").
                     refused = True
-                    raise _TooLarge
+                    await self._refuse(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            if refused:
-                await self._refuse(send)
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if not refused:  # after a 413, whatever the app still says is dropped
+                await send(message)
+
+        await self.app(scope, counted, guarded_send)
 
     async def _refuse(self, send: Any) -> None:
         body = json.dumps({"detail": f"request body over {self.max_bytes} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass

@@ -57,7 +57,8 @@ def predict_windows(bundle: Bundle, windows: list[Window], explain: bool = False
 
 
 @router.post("/predict", response_model=PredictResponse,
-             responses={413: {"description": "body or batch too large"}})
+             responses={400: {"description": "body is not parseable JSON"},
+                        413: {"description": "body or batch too large"}})
 def predict(request: Request, body: PredictRequest, bundle: BundleDep, settings: SettingsDep,
             explain: bool = Query(False, description="add each window's decision path")) -> JSONResponse:
     """Label one or many windows; `?explain=true` adds the decision path of each."""

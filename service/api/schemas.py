@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from procsift.collector.syscalls import SYSCALL_NAMES
 
@@ -12,6 +12,18 @@ __all__ = ["WindowIn", "PredictRequest", "PredictResponse", "WindowPrediction", 
            "ModelInfo", "CommandResult", "Health"]
 
 _KNOWN = frozenset(SYSCALL_NAMES)
+
+
+def _number(v: Any) -> Any:
+    """JSON numbers only: pydantic's lax mode would also take true/false and "12"."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError("must be a number")
+    return v
+
+
+Int = Annotated[int, BeforeValidator(_number)]
+Float = Annotated[float, BeforeValidator(_number)]
+SyscallName = Literal.__getitem__(SYSCALL_NAMES)  # the enum of names in the OpenAPI schema
 _NS = Field(0, ge=0, le=2**53)            # nanoseconds / counts: exact in a float64
 _COUNT = Field(0, ge=0, le=2**53)
 
@@ -22,41 +34,41 @@ class WindowIn(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     host: str = Field("", max_length=255)
-    t_start: float = Field(0.0, ge=0, description="window start, unix seconds")
-    dur_s: float = Field(1.0, gt=0, le=3600, description="window length, seconds")
-    pid: int = Field(ge=0, le=2**22)
-    start_time: int = Field(ge=0, le=2**53, description="field 22 of /proc/PID/stat")
-    ppid: int = Field(0, ge=0, le=2**22)
+    t_start: Float = Field(0.0, ge=0, description="window start, unix seconds")
+    dur_s: Float = Field(1.0, gt=0, le=3600, description="window length, seconds")
+    pid: Int = Field(ge=0, le=2**22)
+    start_time: Int = Field(ge=0, le=2**53, description="field 22 of /proc/PID/stat")
+    ppid: Int = Field(0, ge=0, le=2**22)
     comm: str = Field("", max_length=64)
     exe: str = Field("", max_length=4096)
-    uid: int = Field(-1, ge=-1, le=2**32)
-    nthreads: int = Field(1, ge=0, le=2**22)
+    uid: Int = Field(-1, ge=-1, le=2**32)
+    nthreads: Int = Field(1, ge=0, le=2**22)
     cgroup: str = Field("", max_length=4096)
-    run_ns: int = _NS
-    runq_ns: int = _NS
-    sleep_ns: int = _NS
-    block_ns: int = _NS
-    switches_in: int = _COUNT
-    voluntary: int = _COUNT
-    involuntary: int = _COUNT
-    max_wait_ns: int = _NS
-    run_wait_transitions: int = _COUNT
-    wakeups: int = _COUNT
-    wakes_others: int = _COUNT
-    read_bytes: int = _COUNT
-    write_bytes: int = _COUNT
-    rss_bytes: int = _COUNT
-    syscall_counts: dict[str, int] = Field(default_factory=dict, max_length=len(SYSCALL_NAMES))
+    run_ns: Int = _NS
+    runq_ns: Int = _NS
+    sleep_ns: Int = _NS
+    block_ns: Int = _NS
+    switches_in: Int = _COUNT
+    voluntary: Int = _COUNT
+    involuntary: Int = _COUNT
+    max_wait_ns: Int = _NS
+    run_wait_transitions: Int = _COUNT
+    wakeups: Int = _COUNT
+    wakes_others: Int = _COUNT
+    read_bytes: Int = _COUNT
+    write_bytes: Int = _COUNT
+    rss_bytes: Int = _COUNT
+    syscall_counts: dict[SyscallName, Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_number)]] = Field(  # type: ignore[valid-type]
+        default_factory=dict, description="count per x86_64 syscall name, e.g. {\"epoll_wait\": 40}")
 
-    @field_validator("syscall_counts")
+    @field_validator("syscall_counts", mode="before")
     @classmethod
-    def _known_names(cls, v: dict[str, int]) -> dict[str, int]:
-        bad = sorted(n for n in v if n not in _KNOWN)
-        if bad:
-            raise ValueError(f"unknown syscall name(s) {', '.join(bad[:5])}; use x86_64 names such as read, epoll_wait")
-        neg = sorted(n for n, c in v.items() if not 0 <= c <= 2**53)
-        if neg:
-            raise ValueError(f"syscall counts must be between 0 and 2**53: {', '.join(neg[:5])}")
+    def _known_names(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            bad = sorted(str(n) for n in v if n not in _KNOWN)
+            if bad:
+                raise ValueError(f"unknown syscall name(s) {', '.join(bad[:5])}; "
+                                 "use x86_64 names such as read, epoll_wait")
         return v
 
 
