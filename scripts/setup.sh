@@ -11,6 +11,8 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 # Debian packages: bcc's Python bindings and tools, kernel headers for bcc's
 # compiler, and the real programs the tests and benchmarks drive.
 APT_PACKAGES=(python3-bpfcc bpfcc-tools linux-headers-amd64 python3-venv)
+# Headless Chromium for the dashboard test (driven by Playwright; never downloaded by it).
+APT_PACKAGES+=(chromium)
 APT_PACKAGES+=(${EXTRA_APT_PACKAGES:-})
 
 did() { printf 'setup: %s\n' "$*"; }

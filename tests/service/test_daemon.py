@@ -102,7 +102,7 @@ class Daemon(subprocess.Popen):  # type: ignore[type-arg]
         self.log = tmp_path / f"daemon-{time.monotonic_ns()}.log"
         with open(self.log, "w") as fh:
             super().__init__([*PROCSIFT, "run", "--policy", str(policy), "--journal", str(tmp_path / "j.json"),
-                              "--no-table", "-w", "0.5", *args], env=env, text=True,
+                              "--no-table", "--no-api", "-w", "0.5", *args], env=env, text=True,
                              stdout=subprocess.DEVNULL, stderr=fh)
 
     def finish(self, timeout: float = 30) -> str:
