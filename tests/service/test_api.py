@@ -153,3 +153,15 @@ def test_dashboard_page_and_its_assets_are_served_locally(client: TestClient) ->
     for asset in ("/static/app.js", "/static/style.css"):
         r = client.get(asset)
         assert r.status_code == 200 and "http" not in r.text.replace("http.", "")
+
+
+def test_small_requests_take_the_row_path_and_agree_with_batches(client: TestClient) -> None:
+    """Up to SMALL_BATCH windows go row by row (fast path); more go through the pipeline at once.
+    Both must give the same labels and probabilities."""
+    from procsift.service.api.predict import SMALL_BATCH
+    ws = [window(pid=300 + i, run_ns=10_000_000 * (i + 1), switches_in=20 * (i + 1)) for i in range(SMALL_BATCH + 1)]
+    batch = client.post("/v1/predict", json={"windows": ws}).json()["windows"]
+    for w, b in zip(ws, batch):
+        one = client.post("/v1/predict", json={"windows": [w]}).json()["windows"][0]
+        assert one["label"] == b["label"]
+        assert one["probabilities"] == pytest.approx(b["probabilities"], abs=1e-3)

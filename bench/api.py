@@ -1,0 +1,168 @@
+"""REST API speed: a real `procsift serve` (uvicorn) on 127.0.0.1, real recorded windows as bodies.
+
+Arms, interleaved over repeats (medians reported):
+  single-1  one window per request, one keep-alive client, back to back
+  single-4  one window per request, four concurrent keep-alive clients (moderate load)
+  batch     1,000 windows per request, one client
+Run: `.venv/bin/python bench/api.py [--repeats 3] [--seconds 5]`. Writes bench/results/api.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+DATA = HERE.parent / "datasets" / "data"
+IDENT = ("host", "t_start", "dur_s", "pid", "start_time", "ppid", "comm", "exe", "uid", "nthreads", "cgroup")
+NUMS = ("run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "voluntary", "involuntary", "max_wait_ns",
+        "run_wait_transitions", "wakeups", "wakes_others", "read_bytes", "write_bytes", "rss_bytes")
+
+
+def real_windows(n: int) -> list[dict[str, Any]]:
+    """n window rows from the shipped recordings, as API bodies (active windows of every source)."""
+    from procsift.collector import read_trace
+
+    out: list[dict[str, Any]] = []
+    files = sorted(DATA.glob("*.parquet"))
+    per = max(1, n // len(files) + 1)
+    for f in files:
+        frame = read_trace(f).frame
+        frame = frame[~frame["insufficient"]].head(per)
+        sys_cols = [c for c in frame.columns if c.startswith("sys_")]
+        for _, r in frame.iterrows():
+            w = {k: (r[k].item() if hasattr(r[k], "item") else r[k]) for k in IDENT + NUMS}
+            w["uid"] = max(-1, int(w["uid"]))
+            w["syscall_counts"] = {c[4:]: int(r[c]) for c in sys_cols if r[c] > 0 and c[4:] != "unknown"}
+            out.append(w)
+    return (out * (n // len(out) + 1))[:n]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
+
+
+def run_single(url: str, bodies: list[bytes], seconds: float, clients: int) -> dict[str, float]:
+    lat: list[float] = []
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def client(k: int) -> None:
+        mine = []
+        with httpx.Client(headers={"content-type": "application/json"}) as c:
+            i = k
+            while time.perf_counter() < stop:
+                t = time.perf_counter()
+                r = c.post(url, content=bodies[i % len(bodies)])
+                mine.append(time.perf_counter() - t)
+                assert r.status_code == 200, r.text
+                i += clients
+        with lock:
+            lat.extend(mine)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {"requests": len(lat), "rps": len(lat) / wall, "p50_ms": 1e3 * pct(lat, 0.5),
+            "p99_ms": 1e3 * pct(lat, 0.99), "mean_ms": 1e3 * statistics.fmean(lat)}
+
+
+def run_batch(url: str, body: bytes, n_windows: int, seconds: float) -> dict[str, float]:
+    lat = []
+    with httpx.Client(headers={"content-type": "application/json"}, timeout=60) as c:
+        stop = time.perf_counter() + seconds
+        t0 = time.perf_counter()
+        while time.perf_counter() < stop or len(lat) < 3:
+            t = time.perf_counter()
+            r = c.post(url, content=body)
+            lat.append(time.perf_counter() - t)
+            assert r.status_code == 200 and len(r.json()["windows"]) == n_windows
+        wall = time.perf_counter() - t0
+    return {"requests": len(lat), "windows_per_s": n_windows * len(lat) / wall, "p50_ms": 1e3 * pct(lat, 0.5),
+            "p99_ms": 1e3 * pct(lat, 0.99)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--batch", type=int, default=1000)
+    args = ap.parse_args()
+    singles = [json.dumps({"windows": [w]}).encode() for w in real_windows(500)]
+    batch = json.dumps({"windows": real_windows(args.batch)}).encode()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "PROCSIFT_STATE_DIR": tmp, "PROCSIFT_MAX_BODY_BYTES": str(64 << 20)}
+        server = subprocess.Popen([sys.executable, "-m", "procsift.service.cli", "serve", "--port", str(port)],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        url = f"http://127.0.0.1:{port}/v1/predict"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"procsift serve did not start: {server.stderr.read() if server.stderr else ''}")
+                time.sleep(0.2)
+            run_single(url, singles, 1.0, 1)  # warm-up
+            arms: dict[str, list[dict[str, float]]] = {"single-1": [], "single-4": [], "batch": []}
+            order = list(arms)
+            for rep in range(args.repeats):
+                for name in order[rep % 3:] + order[:rep % 3]:
+                    if name == "batch":
+                        arms[name].append(run_batch(url, batch, args.batch, args.seconds))
+                    else:
+                        arms[name].append(run_single(url, singles, args.seconds, int(name[-1])))
+                print(f"  repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    med = {a: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for a, runs in arms.items()}
+    result = {"host": os.uname().nodename, "kernel": os.uname().release, "ncpu": os.cpu_count(),
+              "when": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg(), "args": vars(args),
+              "batch_body_bytes": len(batch), "runs": arms, "medians": med,
+              "targets": {"single p99 < 10 ms (single-4)": med["single-4"]["p99_ms"] < 10,
+                          "batch >= 50,000 windows/s": med["batch"]["windows_per_s"] >= 50_000}}
+    RESULTS.mkdir(exist_ok=True)
+    tmp_out = RESULTS / ".api.json.tmp"
+    tmp_out.write_text(json.dumps(result, indent=2))
+    os.replace(tmp_out, RESULTS / "api.json")
+    print(f"\nprocsift serve on 127.0.0.1, bundled model; medians of {args.repeats} x {args.seconds:g} s")
+    print(f"{'arm':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'windows/s':>11}")
+    for a, m in med.items():
+        rps = m["rps"] if "rps" in m else m["windows_per_s"] / args.batch
+        print(f"{a:<10} {rps:9.0f} {m['p50_ms']:8.2f} {m['p99_ms']:8.2f} {m.get('windows_per_s', rps):11,.0f}")
+    for t, ok in result["targets"].items():
+        print(f"  {'MET ' if ok else 'MISS'} {t}")
+    print(f"\nwrote {RESULTS / 'api.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
