@@ -34,7 +34,8 @@ def create_app(settings: Settings | None = None, bundle: Callable[[], Bundle] | 
             app.state.bundle = lambda: loaded
         yield
 
-    app = FastAPI(title="procsift", version="0.1.0", lifespan=lifespan,
+    # No /docs or /redoc: FastAPI serves their scripts from a CDN; /openapi.json is enough.
+    app = FastAPI(title="procsift", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Labels processes from their behaviour; inside `procsift run`, shows and steers the daemon.")
     app.state.settings = settings
     app.state.bundle = bundle

@@ -165,3 +165,8 @@ def test_small_requests_take_the_row_path_and_agree_with_batches(client: TestCli
         one = client.post("/v1/predict", json={"windows": [w]}).json()["windows"][0]
         assert one["label"] == b["label"]
         assert one["probabilities"] == pytest.approx(b["probabilities"], abs=1e-3)
+
+
+def test_no_page_pulls_scripts_from_a_cdn(client: TestClient) -> None:
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert client.get("/openapi.json").status_code == 200
