@@ -1,9 +1,11 @@
 """REST API speed: a real `procsift serve` (uvicorn) on 127.0.0.1, real recorded windows as bodies.
 
 Arms, interleaved over repeats (medians reported):
-  single-1  one window per request, one keep-alive client, back to back
-  single-4  one window per request, four concurrent keep-alive clients (moderate load)
-  batch     1,000 windows per request, one client
+  single-1  one window per request, wrk with one connection, back to back
+  single-4  one window per request, wrk with four connections, 5 ms think time each (moderate load)
+  batch     1,000 windows per request, one httpx client
+wrk (C) drives the single-window arms so the client takes little of the 2 vCPUs it shares with
+the server; it rotates over 500 real window bodies.
 Run: `.venv/bin/python bench/api.py [--repeats 3] [--seconds 5]`. Writes bench/results/api.json.
 """
 
@@ -12,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,32 +64,41 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
 
 
-def run_single(url: str, bodies: list[bytes], seconds: float, clients: int) -> dict[str, float]:
-    lat: list[float] = []
-    lock = threading.Lock()
-    stop = time.perf_counter() + seconds
+WRK_LUA = """
+local bodies = {}
+for line in io.lines(os.getenv("API_BODIES")) do bodies[#bodies + 1] = line end
+local i = 0
+local delay_ms = tonumber(os.getenv("API_DELAY_MS") or "0")
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+function request()
+  i = i % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+if delay_ms > 0 then
+  function delay() return delay_ms end
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("API %d %d %d %.2f %d %d %d\\n", summary.requests, summary.duration,
+    e.connect + e.read + e.write + e.status + e.timeout, latency.mean,
+    latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
 
-    def client(k: int) -> None:
-        mine = []
-        with httpx.Client(headers={"content-type": "application/json"}) as c:
-            i = k
-            while time.perf_counter() < stop:
-                t = time.perf_counter()
-                r = c.post(url, content=bodies[i % len(bodies)])
-                mine.append(time.perf_counter() - t)
-                assert r.status_code == 200, r.text
-                i += clients
-        with lock:
-            lat.extend(mine)
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    return {"requests": len(lat), "rps": len(lat) / wall, "p50_ms": 1e3 * pct(lat, 0.5),
-            "p99_ms": 1e3 * pct(lat, 0.99), "mean_ms": 1e3 * statistics.fmean(lat)}
+
+def run_single(url: str, lua: Path, bodies: Path, seconds: float, conns: int, delay_ms: int) -> dict[str, float]:
+    env = {**os.environ, "API_BODIES": str(bodies), "API_DELAY_MS": str(delay_ms)}
+    out = subprocess.run([shutil.which("wrk") or "wrk", "-t1", f"-c{conns}", f"-d{int(seconds)}s", "-s", str(lua), url],
+                         capture_output=True, text=True, env=env, timeout=seconds + 60).stdout
+    line = next((ln for ln in out.splitlines() if ln.startswith("API ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk gave no result:\n{out}")
+    req, dur, errors, mean, p50, p99, mx = (float(x) for x in line.split()[1:])
+    if errors:
+        raise RuntimeError(f"{errors:.0f} failed requests:\n{out}")
+    return {"requests": req, "rps": req / (dur / 1e6), "mean_ms": mean / 1e3, "p50_ms": p50 / 1e3,
+            "p99_ms": p99 / 1e3, "max_ms": mx / 1e3}
 
 
 def run_batch(url: str, body: bytes, n_windows: int, seconds: float) -> dict[str, float]:
@@ -130,7 +141,10 @@ def main() -> int:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"procsift serve did not start: {server.stderr.read() if server.stderr else ''}")
                 time.sleep(0.2)
-            run_single(url, singles, 1.0, 1)  # warm-up
+            lua, bodies = Path(tmp) / "api.lua", Path(tmp) / "bodies.jsonl"
+            lua.write_text(WRK_LUA)
+            bodies.write_bytes(b"\n".join(singles) + b"\n")
+            run_single(url, lua, bodies, 1.0, 1, 0)  # warm-up
             arms: dict[str, list[dict[str, float]]] = {"single-1": [], "single-4": [], "batch": []}
             order = list(arms)
             for rep in range(args.repeats):
@@ -138,7 +152,8 @@ def main() -> int:
                     if name == "batch":
                         arms[name].append(run_batch(url, batch, args.batch, args.seconds))
                     else:
-                        arms[name].append(run_single(url, singles, args.seconds, int(name[-1])))
+                        conns = int(name[-1])
+                        arms[name].append(run_single(url, lua, bodies, args.seconds, conns, 0 if conns == 1 else 5))
                 print(f"  repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
         finally:
             server.terminate()

@@ -103,7 +103,7 @@ def predict(request: Request, body: PredictRequest, bundle: BundleDep, settings:
             explain: bool = Query(False, description="add each window's decision path")) -> JSONResponse:
     """Label one or many windows; `?explain=true` adds the decision path of each."""
     if len(body.windows) > settings.max_batch_rows:
-        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        raise HTTPException(413,
                             f"{len(body.windows)} windows; at most {settings.max_batch_rows} per request")
     result = predict_windows(bundle, [_window(m) for m in body.windows], explain)
     request.app.state.metrics.add("procsift_predictions_total", len(body.windows))
