@@ -20,21 +20,28 @@ class Item(Protocol):
 
 
 class FifoQueue:
-    """First come, first served."""
+    """First come, first served, by the request's arrival at the server.
+
+    The FCF paper's FIFO (its description of Apache): "the choice of the process that may use a
+    resource (processor, disk, network interface) is made by the order of arrival of the
+    request". A request that comes back for its next 16 KB block keeps its place, ahead of
+    every request that arrived after it; ordering by arrival at the queue instead would make
+    the disk a round robin over blocks.
+    """
 
     def __init__(self) -> None:
-        self._q: deque[Any] = deque()
+        self._h: list[tuple[int, Any]] = []
 
     def push(self, item: Any) -> None:
-        """Add an item."""
-        self._q.append(item)
+        """Add an item (ordered by its request's arrival, `seq`)."""
+        heapq.heappush(self._h, (item.seq, item))
 
     def pop(self) -> Any:
-        """Remove and return the next item."""
-        return self._q.popleft()
+        """Remove and return the earliest-arrived request's item."""
+        return heapq.heappop(self._h)[1]
 
     def __len__(self) -> int:
-        return len(self._q)
+        return len(self._h)
 
 
 class SrptQueue:

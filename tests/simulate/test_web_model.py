@@ -39,6 +39,17 @@ def test_fifo_and_srpt_orders() -> None:
     assert drain(srpt) == [1, 3, 2, 0]
 
 
+def test_fifo_is_by_the_requests_arrival_so_a_returning_request_keeps_its_place() -> None:
+    """The paper's FIFO orders by the request's arrival: request 1 coming back for its next
+    16 KB block goes ahead of requests 2 and 3, which arrived after it (not behind them, as a
+    queue ordered by arrival at the disk would put it)."""
+    fifo = FifoQueue()
+    for seq in (2, 3):
+        fifo.push(item(seq, 10))
+    fifo.push(item(1, 40))  # back from the network with blocks left
+    assert drain(fifo) == [1, 2, 3]
+
+
 def test_fcf_takes_the_fastest_within_beta_times_the_smallest() -> None:
     q = FcfQueue(beta=5)
     for it in (item(0, 10, rate=1.0), item(1, 40, rate=9.0), item(2, 60, rate=99.0),
