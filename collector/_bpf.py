@@ -93,11 +93,11 @@ def _group_counts(keys: np.ndarray, vals: np.ndarray) -> dict[int, dict[int, int
         return {}
     totals = vals.sum(axis=1)
     keep = totals > 0
-    tgid, nr, n = keys["tgid"][keep], keys["nr"][keep], totals[keep]
-    order = np.argsort(tgid, kind="stable")
-    tgid, nr, n = tgid[order].tolist(), nr[order].tolist(), n[order].tolist()
-    cuts = [0, *(np.flatnonzero(np.diff(keys["tgid"][keep][order])) + 1).tolist(), len(tgid)]
-    return {tgid[a]: dict(zip(nr[a:b], n[a:b])) for a, b in zip(cuts, cuts[1:])}
+    order = np.argsort(keys["tgid"][keep], kind="stable")
+    tgid, nr, n = keys["tgid"][keep][order], keys["nr"][keep][order], totals[keep][order]
+    cuts = [0, *(np.flatnonzero(np.diff(tgid)) + 1).tolist(), len(tgid)]
+    tgids, nrs, ns = tgid.tolist(), nr.tolist(), n.tolist()
+    return {tgids[a]: dict(zip(nrs[a:b], ns[a:b])) for a, b in zip(cuts, cuts[1:])}
 
 
 def delete_keys(table, keys: list[int]) -> None:  # type: ignore[no-untyped-def]

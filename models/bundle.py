@@ -98,6 +98,12 @@ class Bundle:
         """Trace columns the model reads."""
         return input_columns(self.kind)
 
+    @property
+    def row_columns(self) -> list[str]:
+        """Trace columns a window needs for predict_row / predict_frame: the model's, its /proc
+        fallback's, and the two that tell which of them applies."""
+        return sorted({*self.input_columns, *RAW_COLUMNS, "syscalls", "switches_in"})
+
     def _fallback_proba(self, raw: np.ndarray) -> np.ndarray:
         assert self.fallback is not None
         p = self.fallback.predict_proba(raw)

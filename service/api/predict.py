@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from procsift.collector.schema import Window
-from procsift.collector.traceio import windows_to_columns
-from procsift.models import RAW_COLUMNS, Bundle, Smoother
+from procsift.collector.traceio import window_values, windows_to_columns
+from procsift.models import Bundle, Smoother
 from procsift.service.api.deps import BundleDep, SettingsDep
 from procsift.service.api.schemas import PredictRequest, PredictResponse, WindowIn
 
@@ -26,49 +25,19 @@ def _window(m: WindowIn) -> Window:
     return Window(**{f: getattr(m, f) for f in _FIELDS}, syscalls=m.syscall_counts)
 
 
-def _record(w: Window, cols: list[str]) -> dict[str, float]:
-    """One window as the model's input columns (what windows_to_columns gives, for one row)."""
-    cats = w.categories() if any(c.startswith("cat_") for c in cols) else {}
-    out: dict[str, float] = {}
-    for c in cols:
-        if c == "syscalls":
-            out[c] = w.syscalls_total
-        elif c == "insufficient":
-            out[c] = w.insufficient
-        elif c.startswith("cat_"):
-            out[c] = cats[c[4:]]
-        elif c.startswith("sys_"):
-            out[c] = w.syscalls.get(c[4:], 0)
-        else:
-            out[c] = getattr(w, c)
-    return out
-
-
-class _FrameRows:
-    """Row i of a frame on demand (only `?explain=true` reads them)."""
-
-    def __init__(self, frame: Any) -> None:
-        self.frame = frame
-
-    def __getitem__(self, i: int) -> Mapping[str, Any]:
-        row: Mapping[str, Any] = self.frame.iloc[i]
-        return row
-
-
 def predict_windows(bundle: Bundle, windows: list[Window], explain: bool = False) -> dict[str, Any]:
     """Per-window labels and per-process smoothed labels (plain data, the response body)."""
-    cols = sorted({*bundle.input_columns, *RAW_COLUMNS, "syscalls", "switches_in"})
+    cols = bundle.row_columns
+    frame = None
     if len(windows) <= SMALL_BATCH:
         # scikit-learn's per-call validation and a DataFrame cost ~1.5 ms; the daemon's per-row
         # numpy path gives the same probabilities (tested in tests/models) in ~0.1 ms.
-        records: list[Mapping[str, Any]] = [_record(w, cols) for w in windows]
-        pairs = [bundle.predict_row(r) for r in records]
+        pairs = [bundle.predict_row(window_values(w, cols)) for w in windows]
         labels = np.array([lab for lab, _ in pairs], dtype=object)
         proba = np.stack([p for _, p in pairs])
     else:
         frame = windows_to_columns(windows, cols)
         labels, proba = bundle.predict_frame(frame)
-        records = _FrameRows(frame)
     names = list(bundle.labels)
     rounded = np.round(proba, 4).tolist()
     out_windows = []
@@ -77,7 +46,7 @@ def predict_windows(bundle: Bundle, windows: list[Window], explain: bool = False
                                  "label": str(labels[i]), "probabilities": dict(zip(names, rounded[i])),
                                  "insufficient": w.insufficient}
         if explain:
-            e = bundle.explain_row(records[i])
+            e = bundle.explain_row(window_values(w, cols) if frame is None else frame.iloc[i])
             entry["explanation"] = {"steps": e.steps, "details": e.details}
         out_windows.append(entry)
     smoother = Smoother()
