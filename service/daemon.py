@@ -32,7 +32,7 @@ from procsift.collector.session import Collector
 from procsift.distributor import (
     Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
 )
-from procsift.models import RAW_COLUMNS, Bundle, Smoother, load_bundle
+from procsift.models import Bundle, Smoother, load_bundle
 from procsift.service.live import Command, LiveLink
 
 __all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate"]
@@ -93,8 +93,8 @@ class _Tracked:
     window_proba: dict[str, float] = field(default_factory=dict)
     demand: float | None = None   # share of the window on CPU or in D state, before placement
     gate: str | None = None       # why its label is not acted on, if it is not
-    was: str | None = None        # a label other than background it has held in this run
-    was_label: str | None = None  # the smoothed label after the previous window
+    served_as: str | None = None  # a label other than background it has held in this run
+    prev_label: str | None = None  # the smoothed label after the previous window
     bg_streak: int = 0            # consecutive sufficient windows labelled background
 
 
@@ -139,17 +139,16 @@ def _window_summary(w: Window, label: str, proba: dict[str, float]) -> dict[str,
 
 def _groups(result: Plan, procs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per label: how many processes, the profile(s) applied and the CPUs they may use."""
-    out: dict[str, dict[str, Any]] = {}
+    count: dict[str, int] = {}
     for p in procs.values():
-        g = out.setdefault(p["label"] or "unlabelled", {"processes": 0, "profiles": set(), "cpus": set()})
-        g["processes"] += 1
+        count[p["label"] or "unlabelled"] = count.get(p["label"] or "unlabelled", 0) + 1
+    profiles: dict[str, set[str]] = {}
+    cpus: dict[str, set[int]] = {}
     for a in result.actions:
-        g = out.setdefault(a.label or "unlabelled", {"processes": 0, "profiles": set(), "cpus": set()})
-        g["profiles"].add(a.profile)
-        if getattr(a, "cpus", None):
-            g["cpus"].update(a.cpus)
-    return {k: {"processes": v["processes"], "profiles": sorted(v["profiles"]), "cpus": sorted(v["cpus"])}
-            for k, v in out.items()}
+        profiles.setdefault(a.label or "unlabelled", set()).add(a.profile)
+        cpus.setdefault(a.label or "unlabelled", set()).update(a.cpus or ())
+    return {k: {"processes": count.get(k, 0), "profiles": sorted(profiles.get(k, ())),
+                "cpus": sorted(cpus.get(k, ()))} for k in {*count, *profiles}}
 
 
 def _alive(pid: int, start_time: int) -> bool:
@@ -198,7 +197,7 @@ class Daemon:
     @property
     def _columns(self) -> list[str]:
         """The trace columns the model (and its /proc fallback) reads."""
-        return sorted({*self.bundle.input_columns, *RAW_COLUMNS, "syscalls", "switches_in"})
+        return self.bundle.row_columns
 
     def reload(self) -> str | None:
         """Re-read policy and model; keep the running ones if either is invalid (returns why)."""
@@ -329,22 +328,22 @@ class Daemon:
                 demand = share if prev is None else 0.5 * prev + 0.5 * share
             else:
                 demand = t.demand if t is not None else None
-            was = t.was if t is not None else None
+            served_as = t.served_as if t is not None else None
             if label not in (None, "background"):
-                was = label
+                served_as = label
             streak = t.bg_streak if t is not None else 0
             if not w.insufficient:
                 streak = streak + 1 if str(labels[i]) == "background" else 0
-            gate = demand_gate(label, demand) or demotion_gate(label, was, streak)
+            gate = demand_gate(label, demand) or demotion_gate(label, served_as, streak)
             view = ProcessView.from_window(w, None if gate else label, prob,
                                            autogroup=ag[0] if ag else None)
             if t is None:
                 t = self.procs[key] = _Tracked(view=view)
-            elif label != t.was_label and t.was_label is not None:
+            elif label != t.prev_label and t.prev_label is not None:
                 self.label_changes.append({"t": round(w.t_start + w.dur_s, 3), "pid": w.pid, "comm": w.comm,
-                                           "from": t.was_label, "to": label, "probability": round(prob, 3)})
-            t.was_label = label
-            t.view, t.demand, t.gate, t.was, t.bg_streak = view, demand, gate, was, streak
+                                           "from": t.prev_label, "to": label, "probability": round(prob, 3)})
+            t.prev_label = label
+            t.view, t.demand, t.gate, t.served_as, t.bg_streak = view, demand, gate, served_as, streak
             t.window_label, t.window_proba = str(labels[i]), p
             t.windows = (t.windows + [_window_summary(w, str(labels[i]), p)])[-KEEP_WINDOWS:]
         for key in [k for k in self.procs if not _alive(*k)]:
@@ -422,8 +421,7 @@ class Daemon:
         self.live.metrics.set("procsift_processes", len(procs))
         self.live.metrics.set("procsift_paused", float(self.paused))
         self.live.publish({**state, "paused": self.paused, "model": self.bundle.kind,
-                           "groups": _groups(result, procs), "plan": [a.__dict__ | {"label": a.label}
-                                                                      for a in result.actions],
+                           "groups": _groups(result, procs), "plan": [dict(a.__dict__) for a in result.actions],
                            "skipped": [{"pid": p, "why": why} for p, why in result.skipped],
                            "label_changes": list(self.label_changes)})
         path = state_file(self.cfg.state_dir)
@@ -443,8 +441,8 @@ class Daemon:
         lines = [head, f"{'PID':>7} {'COMM':<15} {'LABEL':<13} {'P':>5} {'PROFILE':<12} RULE"]
         acts = sorted(result.actions, key=lambda a: (a.label or "", a.pid))
         for a in acts[:40]:
-            t = self.procs.get((a.pid, a.start_time))
-            prob = t.view.probability if t else 0.0
+            tracked = self.procs.get((a.pid, a.start_time))
+            prob = tracked.view.probability if tracked else 0.0
             lines.append(f"{a.pid:>7} {a.comm[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
                          f"{a.rule[:60]}")
         if len(acts) > 40:

@@ -13,7 +13,7 @@ from procsift.service.live import CommandTimeout, LiveLink
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["live"])
-_503 = {503: {"description": "no daemon attached, or no window closed yet"}}
+_503: dict[int | str, dict[str, Any]] = {503: {"description": "no daemon attached, or no window closed yet"}}
 
 
 def _snapshot(live: LiveLink) -> dict[str, Any]:
@@ -65,36 +65,26 @@ def plan(live: LiveDep) -> dict[str, Any]:
             "actions": snap["plan"], "skipped": snap["skipped"], "label_changes": snap["label_changes"]}
 
 
-def _command(name: str, live: LiveLink, timeout: float) -> CommandResult:
-    try:
-        result = live.submit(name, timeout)
-    except CommandTimeout as err:
-        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, str(err)) from err
-    return CommandResult(command=name, **result)  # type: ignore[arg-type]
+_AUTH: dict[int | str, dict[str, Any]] = {401: {"description": "missing or wrong bearer token"}, 504: {"description": "daemon did not answer"}}
+_CONTROL = {
+    "pause": "Put every changed value back and change nothing until resume (labels go on).",
+    "resume": "Apply the plan again from the next window.",
+    "reload": "Re-read policy and model (validated first; the running ones stay on error).",
+    "restore": "Put every changed value back now; stays paused until resume.",
+}
 
 
-_AUTH = {401: {"description": "missing or wrong bearer token"}, 504: {"description": "daemon did not answer"}}
+def _control(name: str):  # type: ignore[no-untyped-def]
+    def endpoint(live: LiveDep, settings: SettingsDep) -> CommandResult:
+        try:
+            result = live.submit(name, settings.command_timeout_s)
+        except CommandTimeout as err:
+            raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, str(err)) from err
+        return CommandResult(command=name, **result)  # type: ignore[arg-type]
+    endpoint.__name__, endpoint.__doc__ = name, _CONTROL[name]
+    return endpoint
 
 
-@router.post("/pause", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
-def pause(live: LiveDep, settings: SettingsDep) -> CommandResult:
-    """Put every changed value back and change nothing until resume (labels go on)."""
-    return _command("pause", live, settings.command_timeout_s)
-
-
-@router.post("/resume", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
-def resume(live: LiveDep, settings: SettingsDep) -> CommandResult:
-    """Apply the plan again from the next window."""
-    return _command("resume", live, settings.command_timeout_s)
-
-
-@router.post("/reload", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
-def reload(live: LiveDep, settings: SettingsDep) -> CommandResult:
-    """Re-read policy and model (validated first; the running ones stay on error)."""
-    return _command("reload", live, settings.command_timeout_s)
-
-
-@router.post("/restore", response_model=CommandResult, dependencies=[Authorized], responses={**_AUTH, **_503})
-def restore(live: LiveDep, settings: SettingsDep) -> CommandResult:
-    """Put every changed value back now; stays paused until resume."""
-    return _command("restore", live, settings.command_timeout_s)
+for _name in _CONTROL:  # the daemon loop carries each out between windows (service/live.py)
+    router.add_api_route(f"/{_name}", _control(_name), methods=["POST"], response_model=CommandResult,
+                         dependencies=[Authorized], responses={**_AUTH, **_503})

@@ -24,8 +24,7 @@ def _number(v: Any) -> Any:
 Int = Annotated[int, BeforeValidator(_number)]
 Float = Annotated[float, BeforeValidator(_number)]
 SyscallName = Literal.__getitem__(SYSCALL_NAMES)  # the enum of names in the OpenAPI schema
-_NS = Field(0, ge=0, le=2**53)            # nanoseconds / counts: exact in a float64
-_COUNT = Field(0, ge=0, le=2**53)
+_COUNT = Field(0, ge=0, le=2**53)         # nanoseconds, counts, bytes: exact in a float64
 
 
 class WindowIn(BaseModel):
@@ -44,14 +43,14 @@ class WindowIn(BaseModel):
     uid: Int = Field(-1, ge=-1, le=2**32)
     nthreads: Int = Field(1, ge=0, le=2**22)
     cgroup: str = Field("", max_length=4096)
-    run_ns: Int = _NS
-    runq_ns: Int = _NS
-    sleep_ns: Int = _NS
-    block_ns: Int = _NS
+    run_ns: Int = _COUNT
+    runq_ns: Int = _COUNT
+    sleep_ns: Int = _COUNT
+    block_ns: Int = _COUNT
     switches_in: Int = _COUNT
     voluntary: Int = _COUNT
     involuntary: Int = _COUNT
-    max_wait_ns: Int = _NS
+    max_wait_ns: Int = _COUNT
     run_wait_transitions: Int = _COUNT
     wakeups: Int = _COUNT
     wakes_others: Int = _COUNT

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import logging
+import os
 import sys
 from typing import Any
 
