@@ -17,33 +17,14 @@ from typing import Any
 
 import pytest
 
+from .policies import one_profile_policy
+
 pytestmark = pytest.mark.kernel
 
 PROCSIFT = [sys.executable, "-m", "procsift.service.cli"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-POLICY = """
-[policy]
-kind = "html-first"
-backend = "none"
-min_probability = 0.0
-
-[profiles.p]
-nice = 6
-
-[labels]
-interactive = "p"
-html-serving = "p"
-background = "p"
-
-[html-first]
-cpu_on = 100.0
-cpu_off = 99.0
-io_on = 100.0
-io_off = 99.0
-cpu_boost = "p"
-io_boost = "p"
-"""
+POLICY = one_profile_policy(6)
 HOG = "import time\nwhile True:\n    t = time.time()\n    while time.time() - t < 0.05: pass\n    time.sleep(0.01)\n"
 
 

@@ -14,32 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from .policies import one_profile_policy
+
 pytestmark = pytest.mark.kernel
 
 PROCSIFT = [sys.executable, "-m", "procsift.service.cli"]
-POLICY = """
-[policy]
-kind = "html-first"
-backend = "none"
-min_probability = 0.0
-
-[profiles.p]
-nice = 7
-io_class = "idle"
-
-[labels]
-interactive = "p"
-html-serving = "p"
-background = "p"
-
-[html-first]
-cpu_on = 100.0
-cpu_off = 99.0
-io_on = 100.0
-io_off = 99.0
-cpu_boost = "p"
-io_boost = "p"
-"""
+POLICY = one_profile_policy(7, io_class="idle")
 # Two spinning threads now (a real CPU hog), a third after 3 s (after the daemon has placed it).
 HOG = """
 import threading, time
