@@ -14,14 +14,13 @@ import signal
 import statistics
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+from _results import RESULTS, host_facts, write_json  # noqa: E402,F401  (re-exported for the e2e scripts)
 PROCSIFT = HERE.parent / ".venv" / "bin" / "procsift"
 CPU_V1 = Path("/sys/fs/cgroup/cpu")
 
@@ -359,23 +358,6 @@ def median_of(runs: list[dict[str, Any]], *path: str) -> float | None:
         if isinstance(v, (int, float)):
             vals.append(float(v))
     return statistics.median(vals) if vals else None
-
-
-def write_json(name: str, result: dict[str, Any]) -> Path:
-    """Atomically write bench/results/<name>.json."""
-    RESULTS.mkdir(exist_ok=True)
-    tmp = RESULTS / f".{name}.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    out = RESULTS / f"{name}.json"
-    os.replace(tmp, out)
-    return out
-
-
-def host_facts() -> dict[str, Any]:
-    return {"host": os.uname().nodename, "kernel": os.uname().release, "ncpu": os.cpu_count(),
-            "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "autogroup": Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip(),
-            "python": sys.version.split()[0]}
 
 
 def default_model() -> str | None:

@@ -27,7 +27,8 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from _results import host_facts, write_json  # noqa: E402
 DATA = HERE.parent / "datasets" / "data"
 IDENT = ("host", "t_start", "dur_s", "pid", "start_time", "ppid", "comm", "exe", "uid", "nthreads", "cgroup")
 NUMS = ("run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "voluntary", "involuntary", "max_wait_ns",
@@ -159,15 +160,11 @@ def main() -> int:
             server.terminate()
             server.wait(timeout=10)
     med = {a: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for a, runs in arms.items()}
-    result = {"host": os.uname().nodename, "kernel": os.uname().release, "ncpu": os.cpu_count(),
-              "when": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg(), "args": vars(args),
+    result = {**host_facts(), "loadavg": os.getloadavg(), "args": vars(args),
               "batch_body_bytes": len(batch), "runs": arms, "medians": med,
               "targets": {"single p99 < 10 ms (single-4)": med["single-4"]["p99_ms"] < 10,
                           "batch >= 50,000 windows/s": med["batch"]["windows_per_s"] >= 50_000}}
-    RESULTS.mkdir(exist_ok=True)
-    tmp_out = RESULTS / ".api.json.tmp"
-    tmp_out.write_text(json.dumps(result, indent=2))
-    os.replace(tmp_out, RESULTS / "api.json")
+    out = write_json("api", result)
     print(f"\nprocsift serve on 127.0.0.1, bundled model; medians of {args.repeats} x {args.seconds:g} s")
     print(f"{'arm':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'windows/s':>11}")
     for a, m in med.items():
@@ -175,7 +172,7 @@ def main() -> int:
         print(f"{a:<10} {rps:9.0f} {m['p50_ms']:8.2f} {m['p99_ms']:8.2f} {m.get('windows_per_s', rps):11,.0f}")
     for t, ok in result["targets"].items():
         print(f"  {'MET ' if ok else 'MISS'} {t}")
-    print(f"\nwrote {RESULTS / 'api.json'}")
+    print(f"\nwrote {out}")
     return 0
 
 

@@ -10,7 +10,6 @@ Writes bench/results/collector_overhead.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -24,7 +23,8 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from _results import host_facts, write_json  # noqa: E402
 
 LOOP_C = r"""
 #include <stdlib.h>
@@ -294,14 +294,10 @@ def main() -> int:
         nginx_res = bench_nginx(tmp, max(3, args.repeats // 2), args.nginx_seconds)
     print("collector CPU on this machine", file=sys.stderr)
     idle_res = bench_idle_cpu(args.idle_seconds)
-    result = {"host": os.uname().nodename, "kernel": os.uname().release, "ncpu": os.cpu_count(),
-              "when": time.strftime("%Y-%m-%d %H:%M:%S"), "loop": loop_res, "drain": drain_res,
+    result = {**host_facts(), "loop": loop_res, "drain": drain_res,
               "duty_accuracy": duty_res, "nginx": nginx_res,
               "collector_cpu": idle_res}
-    RESULTS.mkdir(exist_ok=True)
-    tmp_out = RESULTS / ".collector_overhead.json.tmp"
-    tmp_out.write_text(json.dumps(result, indent=2))
-    os.replace(tmp_out, RESULTS / "collector_overhead.json")
+    out = write_json("collector_overhead", result)
 
     print(f"\nSyscall loop ({args.calls:,} getppid, median of {args.repeats}, interleaved)")
     print(f"{'arm':<30} {'median s':>9} {'ns/call':>8} {'slowdown':>9}")
@@ -323,7 +319,7 @@ def main() -> int:
             print(f"{row['arm']:<30} {row['median_rps']:10.0f} {row['relative']:8.3f}x")
     print(f"\nCollector process CPU at 1 s windows ({idle_res['seconds']:.0f} s): "
           f"{idle_res['cpu_percent_of_one_core']:.2f}% of one core")
-    print(f"\nwrote {RESULTS / 'collector_overhead.json'}")
+    print(f"\nwrote {out}")
     return 0
 
 
