@@ -28,12 +28,13 @@ _SPAN_COLUMN = {STATE_RUNNING: 0, STATE_RUNNABLE: 1, STATE_SLEEP: 2, STATE_BLOCK
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-_IO_NAMES = frozenset(n for n in SYSCALL_NAMES if category_of(n) in ("file_read", "file_write", "memory"))
+_IO_NAMES = frozenset(n for n in SYSCALL_NAMES
+                      if category_of(n) in ("file_read", "file_write", "memory", "net_send", "net_recv"))
 
 
 def _may_have_done_io(sys_counts: dict[str, int], block_ns: int, counts_syscalls: bool) -> bool:
-    """Whether /proc/PID/io is worth reading: storage bytes move through file syscalls or
-    show as D-state waits. Skipping it only defers bytes (the counters are cumulative)."""
+    """Whether /proc/PID/io is worth reading: bytes move through file, socket and sendfile
+    calls (and page faults), or show as D-state waits. Skipping it only defers bytes (the counters are cumulative)."""
     if not counts_syscalls or block_ns:
         return True
     return not _IO_NAMES.isdisjoint(sys_counts)
@@ -73,7 +74,7 @@ class Aggregator:
         self._prev_cum = np.zeros((0, len(_COUNTERS)), dtype=np.int64)
         self._tgids: dict[int, int] = {}                   # tid -> tgid, for tasks BPF hasn't placed
         self._known: dict[int, ProcInfo] = {}              # tgid -> last ProcInfo seen
-        self._io: dict[tuple[int, int], tuple[int, int]] = {}
+        self._io: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 
     def remember(self, info: ProcInfo) -> None:
         """Note a process' identity now, so its row is complete even if it exits unseen."""
@@ -148,7 +149,7 @@ class Aggregator:
             else:
                 self._known[g] = info
             nthreads = info.nthreads if not exited else max(int(threads[k]) if k is not None else 1, 1)
-            read_b, write_b = self._io_delta(info, start_ns)
+            read_b, write_b, rchar, wchar = self._io_delta(info, start_ns)
             rows.append(Window(
                 host=self.host, t_start=t_start, dur_s=dur_s, pid=g, start_time=info.start_time,
                 ppid=info.ppid, comm=info.comm, exe=info.exe, uid=info.uid, nthreads=nthreads,
@@ -156,7 +157,7 @@ class Aggregator:
                 block_ns=int(c[3]), switches_in=int(c[4]), voluntary=int(c[5]),
                 involuntary=int(c[6]), max_wait_ns=int(max_wait[k]) if k is not None else 0,
                 run_wait_transitions=int(c[7]), wakeups=int(c[8]), wakes_others=int(c[9]),
-                read_bytes=read_b, write_bytes=write_b, rss_bytes=info.rss_bytes,
+                read_bytes=read_b, write_bytes=write_b, rchar=rchar, wchar=wchar, rss_bytes=info.rss_bytes,
                 syscalls=sys_counts, exited=exited,
             ))
             if exited:
@@ -189,13 +190,16 @@ class Aggregator:
                         comm=comms.get(tgid, ""), exe="", uid=int(tasks["uid"][li]), nthreads=1,
                         cgroup="", rss_bytes=0, read_bytes=0, write_bytes=0)
 
-    def _io_delta(self, info: ProcInfo, start_ns: int) -> tuple[int, int]:
+    def _io_delta(self, info: ProcInfo, start_ns: int) -> tuple[int, int, int, int]:
+        """This window's (read_bytes, write_bytes, rchar, wchar) from the cumulative counters."""
         key = (info.pid, info.start_time)
         if info.read_bytes < 0:  # not read this window: nothing new counted, nothing lost
-            return 0, 0
+            return 0, 0, 0, 0
+        now = (info.read_bytes, info.write_bytes, info.rchar, info.wchar)
         prev = self._io.get(key)
-        self._io[key] = (info.read_bytes, info.write_bytes)
+        self._io[key] = now
         if prev is None:
             # Seen for the first time: count its bytes only if it started under the probe.
-            return (info.read_bytes, info.write_bytes) if start_ns > 0 else (0, 0)
-        return max(0, info.read_bytes - prev[0]), max(0, info.write_bytes - prev[1])
+            return now if start_ns > 0 else (0, 0, 0, 0)
+        return (max(0, now[0] - prev[0]), max(0, now[1] - prev[1]),
+                max(0, now[2] - prev[2]), max(0, now[3] - prev[3]))

@@ -66,18 +66,21 @@ def read_stat(pid: int, root: str = "/proc", tid: int | None = None) -> Stat | N
         return None
 
 
-def read_io(pid: int, root: str = "/proc") -> tuple[int, int]:
-    """Cumulative (read_bytes, write_bytes) of a process; (0, 0) when unreadable."""
-    rb = wb = 0
+_IO_FIELDS = {b"read_bytes:": 0, b"write_bytes:": 1, b"rchar:": 2, b"wchar:": 3}
+
+
+def read_io(pid: int, root: str = "/proc") -> tuple[int, int, int, int]:
+    """Cumulative (read_bytes, write_bytes, rchar, wchar) of a process; zeros when unreadable."""
+    out = [0, 0, 0, 0]
     try:
         for line in _read(f"{root}/{pid}/io").splitlines():
-            if line.startswith(b"read_bytes:"):
-                rb = int(line.split()[1])
-            elif line.startswith(b"write_bytes:"):
-                wb = int(line.split()[1])
+            key, _, value = line.partition(b" ")
+            i = _IO_FIELDS.get(key)
+            if i is not None:
+                out[i] = int(value)
     except (OSError, ValueError):
         pass
-    return rb, wb
+    return out[0], out[1], out[2], out[3]
 
 
 def tgid_of(tid: int, root: str = "/proc") -> int | None:
@@ -137,10 +140,11 @@ class ProcReader:
             static = (self._exe(pid), self._uid(pid), _read_cgroup(pid, self.root))
             self._static[key] = static
         exe, uid, cgroup = static
-        rb, wb = read_io(pid, self.root) if io else (-1, -1)
+        rb, wb, rc, wc = read_io(pid, self.root) if io else (-1, -1, -1, -1)
         return ProcInfo(pid=pid, start_time=st.start_time, ppid=st.ppid, comm=st.comm, exe=exe,
                         uid=uid, nthreads=st.nthreads, cgroup=cgroup,
-                        rss_bytes=st.rss_pages * PAGE_SIZE, read_bytes=rb, write_bytes=wb)
+                        rss_bytes=st.rss_pages * PAGE_SIZE, read_bytes=rb, write_bytes=wb,
+                        rchar=rc, wchar=wc)
 
     def forget(self, pid: int, start_time: int) -> None:
         """Drop the cache of a process that exited."""

@@ -86,3 +86,5 @@ class ProcInfo:
     rss_bytes: int
     read_bytes: int      # cumulative, from /proc/PID/io
     write_bytes: int
+    rchar: int = 0       # cumulative bytes through read/write-like calls (sockets, sendfile too)
+    wchar: int = 0

@@ -13,8 +13,8 @@ __all__ = [
     "MIN_DISPATCHES", "syscall_column", "category_column", "is_insufficient",
 ]
 
-SCHEMA_VERSION = 1
-"""Bumped whenever a column is added, removed or changes meaning."""
+SCHEMA_VERSION = 2
+"""Bumped whenever a column is added, removed or changes meaning (2: rchar, wchar)."""
 
 LABELS: tuple[str, ...] = ("interactive", "background", "html-serving")
 """The labels a row may carry; anything else is refused on read."""
@@ -30,7 +30,9 @@ SCHED_COLUMNS: tuple[str, ...] = (
     "run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "voluntary",
     "involuntary", "max_wait_ns", "run_wait_transitions", "wakeups", "wakes_others",
 )
-IO_COLUMNS: tuple[str, ...] = ("read_bytes", "write_bytes", "rss_bytes")
+IO_COLUMNS: tuple[str, ...] = ("read_bytes", "write_bytes", "rchar", "wchar", "rss_bytes")
+"""Storage bytes (read_bytes, write_bytes), bytes through read/write-like calls including
+sockets, pipes and sendfile (rchar, wchar; /proc/PID/io), and the resident set."""
 
 
 def syscall_column(name: str) -> str:
@@ -93,6 +95,8 @@ class Window:
     wakes_others: int = 0
     read_bytes: int = 0
     write_bytes: int = 0
+    rchar: int = 0
+    wchar: int = 0
     rss_bytes: int = 0
     syscalls: Mapping[str, int] = field(default_factory=dict)
     exited: bool = False

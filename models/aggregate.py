@@ -12,7 +12,7 @@ from procsift.models.errors import TrainingDataError
 
 __all__ = ["reaggregate"]
 
-_SUM = [c for c in SCHED_COLUMNS if c != "max_wait_ns"] + ["read_bytes", "write_bytes", "syscalls"] + \
+_SUM = [c for c in SCHED_COLUMNS if c != "max_wait_ns"] + ["read_bytes", "write_bytes", "rchar", "wchar", "syscalls"] + \
     list(CATEGORY_COLUMNS) + list(SYSCALL_COLUMNS) + ["dur_s"]
 _MAX = ["max_wait_ns", "rss_bytes", "nthreads"]
 _FIRST = ["host", "pid", "start_time", "ppid", "comm", "exe", "uid", "cgroup", "label", "source"]

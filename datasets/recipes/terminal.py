@@ -107,6 +107,15 @@ PYREPL = ("1 + 1<Enter>~import math<Enter>~math.sqrt(2)<Enter>~~[x * x for x in 
           "d = {'a': 1}<Enter>~d['b'] = 2<Enter>~d<Enter>~~sorted('procsift')<Enter>~")
 PAGER = ("<Space>~<Space>~j~j~j~k~~/fox<Enter>~n~n~<Space>~~b~<PgDn>~G~g~~/line 3<Enter>~n~<Space>~")
 MAN = ("<Space>~<Space>~j~j~j~~/PATTERN<Enter>~n~n~<Space>~~b~<PgDn>~k~k~~/-v<Enter>~n~<Space>~g~")
+NODEREPL = ("1 + 1<Enter>~const xs = [3, 1, 2]<Enter>~xs.sort()<Enter>~~Math.max(...xs)<Enter>~"
+            "'procsift'.toUpperCase()<Enter>~~function f(n) { return n * 2 }<Enter>~f(21)<Enter>~~"
+            "Object.keys({a: 1, b: 2})<Enter>~new Date().getFullYear()<Enter>~")
+SQLITE = ("create table t(a, b);<Enter>~insert into t values (1, 'one');<Enter>~~"
+          "insert into t values (2, 'two');<Enter>~select * from t;<Enter>~~.schema<Enter>~"
+          "select count(*), sum(a) from t;<Enter>~~update t set b = 'uno' where a = 1;<Enter>~select b from t;<Enter>~")
+BC = ("2 + 2<Enter>~scale = 10<Enter>~4 * a(1)<Enter>~~sqrt(2)<Enter>~x = 7<Enter>~x ^ 3<Enter>~~"
+      "define f(n) { return n * n }<Enter>~f(12)<Enter>~~obase = 16<Enter>~255<Enter>~obase = 10<Enter>~")
+TOP = ("~M~~P~<Down>~~1~~1~~T~~P~i~~i~")
 HTOP = ("<Down>~<Down>~<Down>~~<Up>~t~~t~<F6>~<Down><Down><Enter>~~<PgDn>~<PgUp>~<Down>~"
         "~~<F6><Enter>~<Down>~")
 
@@ -121,4 +130,10 @@ RECIPES: list[Recipe] = [
             notes="man bash paged with less; man and less labelled (not the groff pipeline)"),
     _recipe("int-htop", "htop", "htop -d 15", HTOP, apt=("htop",), notes="htop, refreshing every 1.5 s, "
             "navigated and re-sorted"),
+    _recipe("int-node-repl", "node-repl", "node", NODEREPL, notes="the node REPL"),
+    _recipe("int-sqlite3", "sqlite3", "sqlite3 scratch.db", SQLITE, apt=("sqlite3",),
+            notes="the sqlite3 shell on a scratch database"),
+    _recipe("int-bc", "bc", "bc -lq", BC, apt=("bc",), notes="the bc calculator"),
+    _recipe("int-top", "top", "top -d 2", TOP, apt=("procps",), notes="top, refreshing every 2 s, re-sorted "
+            "and toggled"),
 ]

@@ -231,6 +231,12 @@ def _html(name: str, source: str, starter: object, port: int, workers_only: bool
                   apt=apt, notes=notes, extra={"port": port})
 
 
+def _images(name: str, source: str, starter: object, port: int, workers_only: bool,
+            apt: tuple[str, ...] = (), notes: str = "") -> Recipe:
+    return Recipe(name, "background", source, _server_recipe(starter, False, workers_only),  # type: ignore[arg-type]
+                  apt=apt, notes=notes, extra={"port": port})
+
+
 RECIPES: list[Recipe] = [
     _html("html-nginx", "nginx", _nginx, 18080, True, apt=("nginx-light", "wrk"),
           notes="nginx 2 workers; only the workers (children of the master) are labelled"),
@@ -244,13 +250,16 @@ RECIPES: list[Recipe] = [
           notes="a 15-line node http server reading files with fs.readFile; the process is labelled"),
     _html("html-gunicorn", "gunicorn", _gunicorn, 18085, True, apt=("gunicorn",),
           notes="gunicorn, 2 sync workers, a static-file WSGI app; only the workers are labelled"),
-    Recipe("bg-nginx-images", "background", "nginx-images", _server_recipe(_nginx, False, True),  # type: ignore[arg-type]
-           apt=("nginx-light", "wrk"), extra={"port": 18086},
-           notes="nginx streaming 100 KB-5 MB files (the papers' image contrast); workers labelled background"),
-    Recipe("bg-lighttpd-images", "background", "lighttpd-images", _server_recipe(_lighttpd, False, False),  # type: ignore[arg-type]
-           apt=("lighttpd", "wrk"), extra={"port": 18087},
-           notes="lighttpd streaming the same 100 KB-5 MB files; labelled background"),
-    Recipe("bg-apache2-images", "background", "apache2-images", _server_recipe(_apache, False, True),  # type: ignore[arg-type]
-           apt=("apache2", "wrk"), extra={"port": 18088},
-           notes="apache2 mpm_event streaming the same files; the children labelled background"),
+    _images("bg-nginx-images", "nginx-images", _nginx, 18086, True, apt=("nginx-light", "wrk"),
+            notes="nginx streaming 100 KB-5 MB files (the papers' image contrast); workers labelled background"),
+    _images("bg-lighttpd-images", "lighttpd-images", _lighttpd, 18087, False, apt=("lighttpd", "wrk"),
+            notes="lighttpd streaming the same 100 KB-5 MB files; labelled background"),
+    _images("bg-apache2-images", "apache2-images", _apache, 18088, True, apt=("apache2", "wrk"),
+            notes="apache2 mpm_event streaming the same files; the children labelled background"),
+    _images("bg-python-images", "python-images", _python, 18089, False, apt=("wrk",),
+            notes="python3 -m http.server streaming the same files; labelled background"),
+    _images("bg-node-images", "node-images", _node, 18090, False, apt=("wrk",),
+            notes="the node server streaming the same files; labelled background"),
+    _images("bg-gunicorn-images", "gunicorn-images", _gunicorn, 18091, True, apt=("gunicorn", "wrk"),
+            notes="gunicorn's static-file WSGI app streaming the same files; the workers labelled background"),
 ]

@@ -56,6 +56,8 @@ class WindowIn(BaseModel):
     wakes_others: Int = _COUNT
     read_bytes: Int = _COUNT
     write_bytes: Int = _COUNT
+    rchar: Int = _COUNT
+    wchar: Int = _COUNT
     rss_bytes: Int = _COUNT
     syscall_counts: dict[SyscallName, Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_number)]] = Field(  # type: ignore[valid-type]
         default_factory=dict, description="count per x86_64 syscall name, e.g. {\"epoll_wait\": 40}")

@@ -135,3 +135,18 @@ def test_per_cpu_syscall_counts_group_by_process_without_zero_entries() -> None:
     vals = np.array([[2, 3], [1, 0], [0, 4], [0, 0], [6, 1]], dtype=np.uint64)  # per CPU
     assert _group_counts(keys, vals) == {7: {39: 5, 1: 4}, 5: {0: 1}, 9: {3: 7}}
     assert _group_counts(keys[:0], vals[:0]) == {}
+
+
+def test_io_counters_are_per_window_deltas_including_rchar_and_wchar() -> None:
+    from dataclasses import replace
+    fake = FakeProc()
+    fake.procs[10] = replace(_info(10, 5), read_bytes=4096, write_bytes=0, rchar=1000, wchar=500)
+    agg = _agg(fake)
+    # Started before the probe (start_ns 0): what it did before is not this window's.
+    (w1,) = agg.build(Drain.of(1000, [TaskSample(tid=10, tgid=10, run_ns=1, switches_in=6)],
+                               syscalls={10: {40: 3}}), 0.0, 1.0)[0]  # sendfile
+    assert (w1.read_bytes, w1.rchar, w1.wchar) == (0, 0, 0)
+    fake.procs[10] = replace(fake.procs[10], read_bytes=8192, rchar=301_000, wchar=250_500)
+    (w2,) = agg.build(Drain.of(2000, [TaskSample(tid=10, tgid=10, run_ns=2, switches_in=7)],
+                               syscalls={10: {40: 3}}), 1.0, 1.0)[0]
+    assert (w2.read_bytes, w2.write_bytes, w2.rchar, w2.wchar) == (4096, 0, 300_000, 250_000)

@@ -32,9 +32,9 @@ def test_reader_on_fake_procfs(tmp_path: Path) -> None:
     info = ProcReader(str(tmp_path)).info(123)
     assert info is not None
     assert (info.comm, info.start_time, info.nthreads, info.cgroup) == ("web server", 4242, 3, "/user.slice/app.scope")
-    assert (info.read_bytes, info.write_bytes) == (4096, 8192)
+    assert (info.read_bytes, info.write_bytes, info.rchar, info.wchar) == (4096, 8192, 1, 2)
     assert ProcReader(str(tmp_path)).info(999) is None
-    assert read_io(999, str(tmp_path)) == (0, 0)
+    assert read_io(999, str(tmp_path)) == (0, 0, 0, 0)
     assert tgid_of(123, str(tmp_path)) == 123 and tgid_of(5, str(tmp_path)) is None
     assert task_ids(123, str(tmp_path)) == [123]
 
