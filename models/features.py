@@ -27,6 +27,7 @@ __all__ = [
 
 RAW_COLUMNS: tuple[str, ...] = (
     ("dur_s",) + SCHED_COLUMNS + ("read_bytes", "write_bytes", "syscalls") + CATEGORY_COLUMNS
+    + ("rchar", "wchar")
 )
 """Trace columns the transform reads, in the order of its input matrix."""
 
@@ -43,6 +44,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + tuple(f"log_rate_{c}" for c in _COUNT_RATES)
     + ("involuntary_share", "log_run_us_per_switch", "log_rate_read_bytes", "log_rate_write_bytes")
     + ("uses_network", "log_file_calls_per_wakeup")
+    + ("log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch", "log_io_bytes_per_call")
 )
 """Every feature the transform can produce, in output order."""
 
@@ -50,6 +52,7 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
     "log_run_us_per_s", "log_runq_us_per_s", "log_rate_switches_in", "log_rate_voluntary",
     "log_rate_involuntary", "involuntary_share", "log_run_us_per_switch",
     "log_rate_read_bytes", "log_rate_write_bytes",
+    "log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch",
 )
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
 
@@ -116,6 +119,8 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     switches = col("switches_in")
     net = cats[:, [CATEGORIES.index(c) for c in ("net_accept", "net_send", "net_recv")]].sum(axis=1)
     file_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "open_stat")]].sum(axis=1)
+    io_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "net_send", "net_recv")]].sum(axis=1)
+    io_bytes = col("rchar") + col("wchar")
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),
@@ -131,6 +136,10 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
         np.log1p(col("write_bytes") / dur)[:, None],
         (net > 0).astype(np.float64)[:, None],
         np.log1p(_safe_div(file_calls, col("wakeups")))[:, None],
+        np.log1p(col("rchar") / dur)[:, None],
+        np.log1p(col("wchar") / dur)[:, None],
+        np.log1p(_safe_div(io_bytes, switches))[:, None],
+        np.log1p(_safe_div(io_bytes, io_calls))[:, None],
     ]
     out = np.hstack(parts)
     np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN

@@ -90,3 +90,18 @@ def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
     assert full[0, i("log_file_calls_per_wakeup")] == pytest.approx(np.log1p(40 / 10))
     with pytest.raises(ValueError, match="feature_set"):
         FeatureTransform(feature_set="nope").fit(raw)
+
+
+def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
+    # An image server: 20 sendfile calls moving 4 MB in a second; an HTML server: 200 calls, 2 MB.
+    image = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=20, rchar=2_000_000,
+                   wchar=2_000_000, syscalls={"sendfile": 20})
+    html = Window(host="h", t_start=0, dur_s=1.0, pid=2, start_time=1, switches_in=100, rchar=1_000_000,
+                  wchar=1_000_000, syscalls={"recvfrom": 100, "writev": 100})
+    full = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([image, html])))
+    i = FEATURE_NAMES.index
+    assert full[:, i("log_io_bytes_per_call")] == pytest.approx(np.log1p([200_000, 10_000]))
+    assert full[:, i("log_io_bytes_per_switch")] == pytest.approx(np.log1p([200_000, 20_000]))
+    assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000]))
+    from procsift.models.features import PROC_FEATURE_NAMES
+    assert {"log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch"} <= set(PROC_FEATURE_NAMES)
