@@ -217,8 +217,10 @@ def write_trace(path: str | os.PathLike[str], rows: pd.DataFrame | Sequence[Wind
     fmt = format_of(path)
     if fmt == "parquet":
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _META_KEY: meta.to_json().encode()})
-        _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+        # Only procsift's own metadata: pandas' per-column description (and per-column
+        # statistics) would be most of a file of ~500 mostly-zero columns; _coerce restores types.
+        table = table.replace_schema_metadata({_META_KEY: meta.to_json().encode()})
+        _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", write_statistics=False))
     elif fmt == "csv":
         def write_csv(tmp: str) -> None:
             with open(tmp, "w", encoding="utf-8", newline="") as fh:
@@ -258,7 +260,8 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
 
 def _check_version(meta: TraceMeta, path: str) -> None:
     if meta.schema_version != SCHEMA_VERSION:
-        raise TraceError(path, f"schema version {meta.schema_version}; this procsift reads version {SCHEMA_VERSION}")
+        hint = " (re-record it: version 2 added rchar, wchar)" if meta.schema_version < SCHEMA_VERSION else ""
+        raise TraceError(path, f"schema version {meta.schema_version}; this procsift reads version {SCHEMA_VERSION}{hint}")
 
 
 def _read_csv(p: Path) -> tuple[TraceMeta, pd.DataFrame]:

@@ -56,13 +56,16 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
 )
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
 
-TREE_FEATURE_NAMES: tuple[str, ...] = PROC_FEATURE_NAMES + (
+TREE_FEATURE_NAMES: tuple[str, ...] = tuple(n for n in PROC_FEATURE_NAMES if n != "log_io_bytes_per_switch") + (
     "uses_network", "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
+    "log_io_bytes_per_call", "log_max_wait_ms",
 )
-"""The decision tree's features: the /proc nine plus four coarse syscall signals (any network
-call at all; the share of ioctl, e.g. terminal control; futex rate, i.e. thread hand-offs; file
-calls per wake-up). Chosen by greedy forward selection on the leave-one-application-out
-macro-F1 at 1, 2 and 5 s (bench/CLASSIFIER.md), so the figures for this set are optimistic."""
+"""The decision tree's features: the scheduler and byte figures of the /proc fallback (less
+bytes per switch) plus coarse syscall signals (any network call at all; the share of ioctl,
+e.g. terminal control; futex rate, i.e. thread hand-offs; file calls per wake-up), bytes per
+read/write/send/recv call (request size: small pages vs. large files) and the longest single
+wait (think time). Chosen by greedy selection on the leave-one-application-out macro-F1 at 1,
+2 and 5 s (bench/CLASSIFIER.md), so the figures for this set are optimistic."""
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": FEATURE_NAMES, "tree": TREE_FEATURE_NAMES, "proc": PROC_FEATURE_NAMES,
@@ -120,7 +123,7 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     net = cats[:, [CATEGORIES.index(c) for c in ("net_accept", "net_send", "net_recv")]].sum(axis=1)
     file_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "open_stat")]].sum(axis=1)
     io_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "net_send", "net_recv")]].sum(axis=1)
-    io_bytes = col("rchar") + col("wchar")
+    io_bytes = np.maximum(col("rchar"), col("wchar"))  # sendfile counts its bytes in both
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),

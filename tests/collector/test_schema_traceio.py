@@ -85,14 +85,15 @@ def test_garbage_csv_and_arff(tmp_path: Path) -> None:
         read_trace(tmp_path / "g.arff")
 
 
-def test_wrong_schema_version(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version, hint", [(SCHEMA_VERSION + 1, ""), (SCHEMA_VERSION - 1, "re-record")])
+def test_wrong_schema_version(tmp_path: Path, version: int, hint: str) -> None:
     path = tmp_path / "old.parquet"
     write_trace(path, _rows(), TraceMeta(window_s=1.0))
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[b"procsift"])
-    meta["schema_version"] = SCHEMA_VERSION + 1
+    meta["schema_version"] = version
     pq.write_table(table.replace_schema_metadata({b"procsift": json.dumps(meta).encode()}), path)
-    with pytest.raises(TraceError, match=f"schema version {SCHEMA_VERSION + 1}"):
+    with pytest.raises(TraceError, match=f"schema version {version}.*{hint}"):
         read_trace(path)
 
 

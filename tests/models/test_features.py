@@ -77,7 +77,7 @@ def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
     from procsift.models import TREE_FEATURE_NAMES
     from procsift.models.features import PROC_FEATURE_NAMES
     assert set(TREE_FEATURE_NAMES) <= set(FEATURE_NAMES)
-    assert set(PROC_FEATURE_NAMES) <= set(TREE_FEATURE_NAMES)
+    assert set(PROC_FEATURE_NAMES) - {"log_io_bytes_per_switch"} <= set(TREE_FEATURE_NAMES)
     w = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=10, wakeups=10,
                run_ns=1_000_000, syscalls={"read": 30, "write": 10, "sendto": 5})
     raw = raw_matrix(windows_to_frame([w]))
@@ -93,15 +93,19 @@ def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
 
 
 def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
-    # An image server: 20 sendfile calls moving 4 MB in a second; an HTML server: 200 calls, 2 MB.
+    # An image server: 20 sendfile calls moving 2 MB in a second (sendfile counts the bytes in
+    # both rchar and wchar); an HTML server: 200 calls moving 1 MB; a server that reads files
+    # with read() and sends with sendto() (not in wchar): 100 calls, 1 MB.
     image = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=20, rchar=2_000_000,
                    wchar=2_000_000, syscalls={"sendfile": 20})
     html = Window(host="h", t_start=0, dur_s=1.0, pid=2, start_time=1, switches_in=100, rchar=1_000_000,
                   wchar=1_000_000, syscalls={"recvfrom": 100, "writev": 100})
-    full = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([image, html])))
+    python = Window(host="h", t_start=0, dur_s=1.0, pid=3, start_time=1, switches_in=50, rchar=1_000_000,
+                    wchar=0, syscalls={"read": 50, "sendto": 50})
+    full = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([image, html, python])))
     i = FEATURE_NAMES.index
-    assert full[:, i("log_io_bytes_per_call")] == pytest.approx(np.log1p([200_000, 10_000]))
-    assert full[:, i("log_io_bytes_per_switch")] == pytest.approx(np.log1p([200_000, 20_000]))
-    assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000]))
+    assert full[:, i("log_io_bytes_per_call")] == pytest.approx(np.log1p([100_000, 5_000, 10_000]))
+    assert full[:, i("log_io_bytes_per_switch")] == pytest.approx(np.log1p([100_000, 10_000, 20_000]))
+    assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000, 0]))
     from procsift.models.features import PROC_FEATURE_NAMES
     assert {"log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch"} <= set(PROC_FEATURE_NAMES)
