@@ -65,13 +65,22 @@ class EMClassifier(ClassifierMixin, BaseEstimator):
         clusters = self.mixture_.predict(X)
         names: list[str] = []
         self.cluster_counts_: list[dict[str, int]] = []
+        labels = None if y is None else np.asarray(y, dtype=object)
+        totals: dict[str, int] = {}
+        if labels is not None:
+            for v in labels:
+                if v:
+                    totals[str(v)] = totals.get(str(v), 0) + 1
         for j in range(self.mixture_.n_components):
-            held = [] if y is None else [str(v) for v in np.asarray(y, dtype=object)[clusters == j] if v]
+            held = [] if labels is None else [str(v) for v in labels[clusters == j] if v]
             counts: dict[str, int] = {}
             for v in held:
                 counts[v] = counts.get(v, 0) + 1
             self.cluster_counts_.append(counts)
-            names.append(max(sorted(counts), key=counts.__getitem__) if counts else f"cluster-{j}")
+            # A cluster goes to the label whose windows it holds the largest share of, so a
+            # label with fewer windows (html-serving) is not outvoted by sheer numbers.
+            share = {v: n / totals[v] for v, n in counts.items()}
+            names.append(max(sorted(share), key=share.__getitem__) if share else f"cluster-{j}")
         self.cluster_labels_ = np.array(names, dtype=object)
         self.classes_ = np.array(sorted(set(names)), dtype=object)
         self.assign_ = (self.cluster_labels_[:, None] == self.classes_[None, :]).astype(np.float64)

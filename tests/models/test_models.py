@@ -135,3 +135,16 @@ def test_single_window_fast_path_matches_the_pipeline(kind: str, frame: pd.DataF
     np.testing.assert_allclose(fast, slow, atol=1e-9)
     label, proba = bundle.predict_row(frame.iloc[7])
     np.testing.assert_allclose(proba, slow[7], atol=1e-9)
+
+
+def test_em_maps_a_cluster_to_the_label_it_holds_the_largest_share_of() -> None:
+    from procsift.models.em import EMClassifier
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.0, 0.3, size=(1000, 2))             # 1000 background windows
+    b = rng.normal(5.0, 0.3, size=(90, 2))               # 50 background + all 40 html-serving
+    X = np.vstack([a, b])
+    y = np.array(["background"] * 1050 + ["html-serving"] * 40, dtype=object)
+    em = EMClassifier(max_components=3, random_state=0).fit(X, y)
+    # By count the second cluster is background (50 > 40); by share it is html-serving (40/40).
+    assert em.predict(np.array([[5.0, 5.0]]))[0] == "html-serving"
+    assert em.predict(np.array([[0.0, 0.0]]))[0] == "background"
