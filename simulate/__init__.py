@@ -17,7 +17,7 @@ from procsift.simulate.deadline_experiments import (
 from procsift.simulate.deadline_experiments import run as run_deadline
 from procsift.simulate.engine import Calendar
 from procsift.simulate.errors import SimulationError
-from procsift.simulate._machine import MachineSpec
+from procsift.simulate._machine import FETCH_MODES, MachineSpec
 from procsift.simulate.internet import transfer_time
 from procsift.simulate.timeslicing import TimeSlicing
 from procsift.simulate.transactions import Category, Transaction, generate, paper_categories
@@ -28,7 +28,7 @@ from procsift.simulate.web_load import WorkloadSpec
 
 __all__ = [
     "Calendar", "SimulationError",
-    "Category", "Transaction", "generate", "paper_categories", "MachineSpec",
+    "Category", "Transaction", "generate", "paper_categories", "MachineSpec", "FETCH_MODES",
     "DeadlineScheduling", "TimeSlicing", "STRATEGIES", "DeadlineRun", "run_deadline",
     "Capacity", "capacity", "table2", "table3",
     "POLICIES", "ServerSpec", "WorkloadSpec", "WebResult", "simulate_web", "transfer_time",

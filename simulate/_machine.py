@@ -16,20 +16,29 @@ from procsift.simulate.transactions import Transaction
 
 WAITING, FETCHING, READY, RUNNING, DORMANT, DONE = range(6)
 _FINISH, _CHANGE, _SLICE = range(3)
+FETCH_MODES = ("serial", "parallel")
 
 
 @dataclass(frozen=True)
 class MachineSpec:
-    """The simulated hardware: the paper's 2 CPUs, 100 user pages, 20 ms page fetch."""
+    """The simulated hardware: the paper's 2 CPUs, 100 user pages, 20 ms page fetch.
+
+    `fetch` is how pages given together arrive (the paper does not say): "serial", one after
+    another (k pages delay the transaction k x fetch_time), or "parallel", all of them
+    fetch_time later (no queue at the paging device at all).
+    """
 
     cpus: int = 2
     pages: int = 100
     fetch_time: float = 0.020
+    fetch: str = "serial"
 
     def check(self) -> None:
         """Raise SimulationError for an impossible machine."""
         if self.cpus < 1 or self.pages < 1 or self.fetch_time < 0:
             raise SimulationError(f"bad machine {self}: need cpus >= 1, pages >= 1, fetch >= 0")
+        if self.fetch not in FETCH_MODES:
+            raise SimulationError(f"unknown fetch mode {self.fetch!r}; choose {' or '.join(FETCH_MODES)}")
 
 
 class Job:
@@ -109,14 +118,15 @@ class Machine:
 
     # -- pages ------------------------------------------------------------------------
     def _give_pages(self, job: Job, count: int) -> None:
-        """Allocate `count` pages to `job` and start fetching them (fetches queue per job)."""
+        """Allocate `count` pages to `job` and start fetching them (see MachineSpec.fetch)."""
         if count <= 0:
             return
         self.free -= count
         job.alloc += count
         self.page_fetches += count
         now = self.cal.now
-        job.fetch_until = max(now, job.fetch_until) + count * self.spec.fetch_time
+        batch = count if self.spec.fetch == "serial" else 1
+        job.fetch_until = max(now, job.fetch_until) + batch * self.spec.fetch_time
         job.fetch_version += 1
         if job.state != RUNNING:
             job.state = FETCHING if job.alloc >= job.ws else WAITING

@@ -75,7 +75,7 @@ def verdict(queue: Iterable[float], gave_up: bool = False, periodic: bool = True
 
 
 def run(strategy: str, rate: float, *, seed: int = 1, time_slice: float | None = None,
-        horizon: float = 1800.0, repeated: bool = False) -> DeadlineRun:
+        horizon: float = 1800.0, repeated: bool = False, spec: MachineSpec = MachineSpec()) -> DeadlineRun:
     """One run at `rate` terminal transactions/min plus background; `repeated` = the 100 s input."""
     if rate < 0:
         raise SimulationError(f"arrival rate must be >= 0 per minute, got {rate}")
@@ -86,7 +86,7 @@ def run(strategy: str, rate: float, *, seed: int = 1, time_slice: float | None =
         load = repeat(generate(cats, PERIOD, seed), PERIOD, horizon)
     else:
         load = generate(cats, horizon, seed)
-    machine = build(strategy, load, time_slice)
+    machine = build(strategy, load, time_slice, spec)
     completed = machine.run(horizon, give_up=GIVE_UP)
     term = machine.response_ratios("terminal")
     every = machine.response_ratios("terminal") + machine.response_ratios("background")
@@ -101,21 +101,22 @@ def run(strategy: str, rate: float, *, seed: int = 1, time_slice: float | None =
 
 
 def supported(strategy: str, rate: float, seeds: Iterable[int], time_slice: float | None,
-              horizon: float = 1500.0) -> tuple[bool, list[str]]:
+              horizon: float = 1500.0, spec: MachineSpec = MachineSpec()) -> tuple[bool, list[str]]:
     """Whether most seeds' repeated-input runs at `rate` end with a stable queue."""
     verdicts = [run(strategy, rate, seed=s, time_slice=time_slice, horizon=horizon,
-                    repeated=True).verdict for s in seeds]
+                    repeated=True, spec=spec).verdict for s in seeds]
     return sum(v == "stable" for v in verdicts) * 2 > len(verdicts), verdicts
 
 
 def max_rate(strategy: str, *, time_slice: float | None = None, seeds: Iterable[int] = (1, 2, 3),
              rates: Iterable[float] = CAPACITY_RATES, horizon: float = 1500.0,
-             tick: Callable[[], None] | None = None) -> tuple[float, dict[float, list[str]]]:
+             tick: Callable[[], None] | None = None,
+             spec: MachineSpec = MachineSpec()) -> tuple[float, dict[float, list[str]]]:
     """Highest rate (trans./min) supported before the first unsupported one (0 if none)."""
     best, seen = 0.0, {}
     seeds = tuple(seeds)
     for rate in rates:
-        ok, verdicts = supported(strategy, rate, seeds, time_slice, horizon)
+        ok, verdicts = supported(strategy, rate, seeds, time_slice, horizon, spec)
         seen[rate] = verdicts
         if tick:
             tick()
@@ -135,19 +136,19 @@ class Capacity:
 
 
 def capacity(seeds: Iterable[int] = (1, 2, 3), slices: Iterable[float] = PAPER_SLICES,
-             tick: Callable[[], None] | None = None) -> Capacity:
+             tick: Callable[[], None] | None = None, spec: MachineSpec = MachineSpec()) -> Capacity:
     """Fig. 4's search over rates (and slice lengths for the time slicers)."""
     seeds, slices = tuple(seeds), tuple(slices)
-    dl, _ = max_rate("deadline", seeds=seeds, tick=tick)
-    one = {s: max_rate("one-level", time_slice=s, seeds=seeds, tick=tick)[0] for s in slices}
-    two = {s: max_rate("two-level", time_slice=s, seeds=seeds, tick=tick)[0] for s in slices}
+    dl, _ = max_rate("deadline", seeds=seeds, tick=tick, spec=spec)
+    one = {s: max_rate("one-level", time_slice=s, seeds=seeds, tick=tick, spec=spec)[0] for s in slices}
+    two = {s: max_rate("two-level", time_slice=s, seeds=seeds, tick=tick, spec=spec)[0] for s in slices}
     return Capacity(dl, one, two)
 
 
 def table2(rate: float = 48.0, slices: Iterable[float] = PAPER_SLICES, seed: int = 1,
-           horizon: float = 1200.0) -> dict[str, dict[float, DeadlineRun]]:
+           horizon: float = 1200.0, spec: MachineSpec = MachineSpec()) -> dict[str, dict[float, DeadlineRun]]:
     """Table 2: mean terminal response ratio by slice length over 20-minute runs."""
-    return {s: {t: run(s, rate, seed=seed, time_slice=t, horizon=horizon) for t in slices}
+    return {s: {t: run(s, rate, seed=seed, time_slice=t, horizon=horizon, spec=spec) for t in slices}
             for s in ("one-level", "two-level")}
 
 
@@ -159,10 +160,10 @@ def best_slice(runs: dict[float, DeadlineRun]) -> float:
 
 
 def table3(one_slice: float, two_slice: float, rate: float = 48.0, seed: int = 1,
-           horizon: float = 1800.0) -> dict[str, DeadlineRun]:
+           horizon: float = 1800.0, spec: MachineSpec = MachineSpec()) -> dict[str, DeadlineRun]:
     """Table 3 and Fig. 5: 30-minute runs of each strategy (time slicers at their best slice)."""
     return {
-        "deadline": run("deadline", rate, seed=seed, horizon=horizon),
-        "one-level": run("one-level", rate, seed=seed, time_slice=one_slice, horizon=horizon),
-        "two-level": run("two-level", rate, seed=seed, time_slice=two_slice, horizon=horizon),
+        "deadline": run("deadline", rate, seed=seed, horizon=horizon, spec=spec),
+        "one-level": run("one-level", rate, seed=seed, time_slice=one_slice, horizon=horizon, spec=spec),
+        "two-level": run("two-level", rate, seed=seed, time_slice=two_slice, horizon=horizon, spec=spec),
     }

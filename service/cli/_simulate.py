@@ -13,7 +13,9 @@ from typing import Any
 from tqdm import tqdm
 
 from procsift.simulate import (
+    FETCH_MODES,
     POLICIES,
+    MachineSpec,
     STRATEGIES,
     ServerSpec,
     SimulationError,
@@ -31,6 +33,7 @@ DEADLINE_EXAMPLES = """examples:
   procsift simulate deadline              all three strategies at 48 trans./min
   procsift simulate deadline --strategy two-level --slice 2 --rate 42
   procsift simulate deadline --paper      Fig. 4, Tables 2-3, Fig. 5 (~1 min)
+  procsift simulate deadline --paper --fetch parallel    the same, pages fetched in parallel
 """
 WEB_EXAMPLES = """examples:
   procsift simulate web --users 1000 --requests 100000
@@ -71,6 +74,9 @@ def register(subparsers: Any) -> None:
                    help="time slice in s (default: the paper's best, 3.5 one-level, 2.0 two-level)")
     d.add_argument("--duration", type=_nonneg_float, default=1800.0, help="simulated seconds (default 1800)")
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--fetch", choices=FETCH_MODES, default="serial",
+                   help="pages given together arrive one after another, 20 ms each (serial, default), "
+                        "or all 20 ms later (parallel)")
     d.add_argument("--paper", action="store_true", help="reproduce Fig. 4, Tables 2 and 3 and Fig. 5")
     d.add_argument("--png-dir", type=Path, default=None, help="write Fig. 5 as a PNG here")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -111,11 +117,13 @@ def _deadline(args: argparse.Namespace) -> int:
         ts = None if name == "deadline" else (args.time_slice or _DEFAULT_SLICE[name])
         if ts is not None and ts <= 0:
             raise SimulationError(f"--slice must be positive, got {ts:g}")
-        runs.append(run_deadline(name, args.rate, seed=args.seed, time_slice=ts, horizon=args.duration))
+        runs.append(run_deadline(name, args.rate, seed=args.seed, time_slice=ts, horizon=args.duration,
+                                 spec=MachineSpec(fetch=args.fetch)))
     if args.json:
         print(json.dumps([_run_dict(r) for r in runs], indent=1))
         return 0
-    print(f"terminal rate {args.rate:g}/min + background 3/min, {args.duration:g} s, seed {args.seed}")
+    print(f"terminal rate {args.rate:g}/min + background 3/min, {args.duration:g} s, seed {args.seed}, "
+          f"{args.fetch} page fetches")
     _print_runs(runs)
     if args.png_dir:
         from procsift.simulate.plots import response_ratio_png
@@ -141,16 +149,18 @@ def _print_runs(runs: list[Any]) -> None:
 
 def _deadline_paper(args: argparse.Namespace) -> int:
     seeds = tuple(range(args.seed, args.seed + 5))
+    spec = MachineSpec(fetch=args.fetch)
     with tqdm(desc="capacity runs", unit="rate", file=sys.stderr, disable=args.json) as bar:
-        cap = capacity(seeds=seeds, tick=lambda: bar.update(1))
-    t2 = table2(seed=args.seed)
+        cap = capacity(seeds=seeds, tick=lambda: bar.update(1), spec=spec)
+    t2 = table2(seed=args.seed, spec=spec)
     one, two = best_slice(t2["one-level"]), best_slice(t2["two-level"])
-    t3 = table3(one, two, seed=args.seed)
+    t3 = table3(one, two, seed=args.seed, spec=spec)
     if args.json:
-        print(json.dumps({"capacity": dataclasses.asdict(cap),
+        print(json.dumps({"fetch": args.fetch, "capacity": dataclasses.asdict(cap),
                           "table2": {s: {str(k): _run_dict(v) for k, v in d.items()} for s, d in t2.items()},
                           "table3": {k: _run_dict(v) for k, v in t3.items()}}, indent=1))
     else:
+        print(f"{args.fetch} page fetches")
         print(f"Fig. 4  maximum terminal rate sustained (trans./min; seeds {seeds}, majority stable)")
         print(f"  deadline scheduling: {cap.deadline:g}")
         print(f"  {'slice (s)':<10}" + "".join(f"{s:>6g}" for s in PAPER_SLICES))

@@ -63,6 +63,30 @@ def test_working_set_growth_fetches_pages_and_redispatches() -> None:
     assert (m.page_fetches, m.dispatches) == (15, 2)
 
 
+def test_parallel_fetch_delays_a_batch_of_pages_by_one_fetch_time() -> None:
+    # fetch="parallel": 10 pages arrive together 0.02 s after they are given. A runs 0.02-1.02,
+    # B 1.02-3.02 (serial: 0.2 s of fetching first, see the test above).
+    m = DeadlineScheduling(MachineSpec(cpus=1, fetch="parallel"), [tr(0, 0, 1.0, 4.0), tr(1, 0, 2.0, 8.0)])
+    m.run(100.0)
+    assert finished(m) == [1.02, 3.02]
+    assert (m.page_fetches, m.dispatches) == (20, 2)
+
+
+def test_parallel_fetch_under_time_slicing_refetches_in_one_fetch_time() -> None:
+    # Slice 0.5 s: A 0.02-0.52, refetched by 0.54; B 0.52-1.02, by 1.04; A 1.02-1.52 ends;
+    # B 1.52-2.02, 2.04-2.54, 2.56-3.06. Same fetch and dispatch counts as serial.
+    m = TimeSlicing(MachineSpec(cpus=1, fetch="parallel"), [tr(0, 0, 1.0, 4.0), tr(1, 0, 2.0, 8.0)],
+                    time_slice=0.5)
+    m.run(100.0)
+    assert finished(m) == [1.52, 3.06]
+    assert (m.page_fetches, m.dispatches) == (60, 6)
+
+
+def test_unknown_fetch_mode_is_refused() -> None:
+    with pytest.raises(SimulationError, match="unknown fetch mode 'drum'"):
+        DeadlineScheduling(MachineSpec(fetch="drum"), [])
+
+
 def test_partial_allocation_is_stolen_by_more_urgent_arrival() -> None:
     # 40 pages, 1 CPU. C (deadline 200, 30 pages) arrives first and gets a full allocation.
     # B (deadline 100, 30 pages) gets the 10 left: partial. A (deadline 4, 10 pages) steals
