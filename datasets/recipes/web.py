@@ -23,6 +23,11 @@ HTML_PHASES = [("idle", 6, 0), ("rate", 10, 20), ("wrk", 10, 4), ("idle", 8, 0),
                ("wrk", 8, 16), ("rate", 10, 5), ("idle", 5, 0), ("rate", 8, 60)]
 IMAGE_PHASES = [("idle", 5, 0), ("rate", 12, 10), ("wrk", 12, 4), ("idle", 6, 0), ("rate", 12, 40),
                 ("wrk", 10, 2), ("rate", 10, 3), ("idle", 5, 0), ("rate", 5, 20)]
+# One server process on CPU 0, wrk on CPU 1: the server gets a whole core and runs nearly
+# without waiting (what a worker does on a busy machine once CPU hogs are idled).
+BUSY_PHASES = [("idle", 5, 0), ("wrk", 10, 16), ("rate", 8, 100), ("wrk", 10, 64), ("idle", 5, 0),
+               ("wrk", 8, 4), ("rate", 8, 30)]
+SERVER_CPU, LOAD_CPU = "0", "1"
 
 
 def make_content(root: Path, seed: int = 7) -> tuple[list[str], list[str]]:
@@ -80,22 +85,24 @@ def _rate(port: int, paths: list[str], rate: float, seconds: float) -> None:
     conn.close()
 
 
-def drive(port: int, paths: list[str], phases: list[tuple[str, int, int]], lua: Path) -> None:
-    """Run the load phases one after the other; every phase stops itself."""
+def drive(port: int, paths: list[str], phases: list[tuple[str, int, int]], lua: Path,
+          load_cpu: str | None = None) -> None:
+    """Run the load phases one after the other; every phase stops itself. wrk runs on `load_cpu` if given."""
+    pin = ["taskset", "-c", load_cpu] if load_cpu is not None else []
     for phase, seconds, param in phases:
         if phase == "idle":
             time.sleep(seconds)
         elif phase == "rate":
             _rate(port, paths, param, seconds)
         else:
-            subprocess.run(["wrk", "-t1", f"-c{param}", f"-d{seconds}s", "-s", str(lua),
+            subprocess.run([*pin, "wrk", "-t1", f"-c{param}", f"-d{seconds}s", "-s", str(lua),
                             f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=seconds + 10, check=False)
 
 
-def _nginx(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
+def _nginx(work: Path, port: int, docroot: Path, workers: int = 2) -> tuple[list[str], int]:
     conf = work / f"nginx-{port}.conf"
-    conf.write_text(f"""worker_processes 2;
+    conf.write_text(f"""worker_processes {workers};
 pid {work}/nginx-{port}.pid;
 error_log {work}/nginx-{port}.err;
 daemon off;
@@ -178,6 +185,10 @@ http.createServer((req, res) => {{
     return ["node", str(js)], port
 
 
+def _nginx_one(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
+    return _nginx(work, port, docroot, workers=1)
+
+
 def _gunicorn(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
     app = work / "static_app.py"
     app.write_text(f"""import os
@@ -196,25 +207,30 @@ def app(environ, start_response):
             "--access-logfile", "-", "static_app:app"], port
 
 
-def _server_recipe(start_server: object, html: bool, workers_only: bool) -> object:
-    """A recipe body: serve, record the server's tree under load, label the workers by construction."""
+def _server_recipe(start_server: object, html: bool, workers_only: bool, busy: bool = False) -> object:
+    """A recipe body: serve, record the server's tree under load, label the workers by construction.
+
+    `busy`: the server is pinned to one CPU and wrk to the other (BUSY_PHASES).
+    """
 
     def run(recipe: Recipe, work: Path, out: Path) -> Labeller:
         port = int(recipe.extra["port"])  # type: ignore[call-overload]
         pages, images = make_content(work)
         argv, port = start_server(work, port, work / "www")  # type: ignore[operator]
         need(argv[0], "wrk")
+        if busy:
+            argv = ["taskset", "-c", SERVER_CPU, *argv]
         server = start(argv, recipe.source, work / f"{recipe.name}.server.log")
         rec: Owned | None = None
         try:
             wait_port(port)
             time.sleep(1.0)
-            phases = HTML_PHASES if html else IMAGE_PHASES
+            phases = BUSY_PHASES if busy else HTML_PHASES if html else IMAGE_PHASES
             paths = pages if html else images
             duration = sum(p[1] for p in phases) + 3
             rec = record_pids(out, [server.pid], recipe, duration, work / f"{recipe.name}.record.log")
             time.sleep(2.0)  # the collector attaches before the load starts
-            drive(port, paths, phases, _lua(work, paths, recipe.name))
+            drive(port, paths, phases, _lua(work, paths, recipe.name), LOAD_CPU if busy else None)
             rec.proc.wait(60)
         finally:
             if rec is not None:
@@ -226,8 +242,8 @@ def _server_recipe(start_server: object, html: bool, workers_only: bool) -> obje
 
 
 def _html(name: str, source: str, starter: object, port: int, workers_only: bool,
-          apt: tuple[str, ...] = (), notes: str = "") -> Recipe:
-    return Recipe(name, "html-serving", source, _server_recipe(starter, True, workers_only),  # type: ignore[arg-type]
+          apt: tuple[str, ...] = (), notes: str = "", busy: bool = False) -> Recipe:
+    return Recipe(name, "html-serving", source, _server_recipe(starter, True, workers_only, busy),  # type: ignore[arg-type]
                   apt=apt, notes=notes, extra={"port": port})
 
 
@@ -240,6 +256,9 @@ def _images(name: str, source: str, starter: object, port: int, workers_only: bo
 RECIPES: list[Recipe] = [
     _html("html-nginx", "nginx", _nginx, 18080, True, apt=("nginx-light", "wrk"),
           notes="nginx 2 workers; only the workers (children of the master) are labelled"),
+    _html("html-nginx-busy", "nginx", _nginx_one, 18092, True, apt=("nginx-light", "wrk"), busy=True,
+          notes="nginx, 1 worker pinned to CPU 0, wrk pinned to CPU 1: a saturated worker (a whole core, "
+                "few waits); the same application as html-nginx, so held out with it"),
     _html("html-lighttpd", "lighttpd", _lighttpd, 18081, False, apt=("lighttpd",),
           notes="lighttpd is one event-loop process; it is labelled"),
     _html("html-apache2", "apache2", _apache, 18082, True, apt=("apache2",),
