@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from procsift.collector.traceio import read_trace
@@ -17,7 +18,10 @@ def test_default_bundle_loads_and_its_report_shows_its_scores() -> None:
     scores = bundle.metadata["scores"]
     report = (default_bundle_path() / "report" / "report.md").read_text()
     assert f"macro-F1 {scores['macro_f1']:.3f}" in report
-    assert len(scores["folds"]) == len(list(DATA.glob("*.parquet")))
+    # one held-out fold per application (`source`); two recordings may share one (html-nginx*)
+    manifest = json.loads((DATA / "manifest.json").read_text())
+    assert len(list(DATA.glob("*.parquet"))) == len(manifest)
+    assert sorted(f["source"] for f in scores["folds"]) == sorted({e["source"] for e in manifest.values()})
 
 
 def test_default_bundle_labels_a_shipped_trace() -> None:
