@@ -35,7 +35,8 @@ from procsift.distributor import (
 from procsift.models import Bundle, Smoother, load_bundle
 from procsift.service.live import Command, LiveLink
 
-__all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate"]
+__all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate",
+           "evidence_gate"]
 
 log = logging.getLogger("procsift.daemon")
 STATE_FILE = "daemon-state.json"
@@ -126,6 +127,21 @@ def demotion_gate(label: str | None, was: str | None, bg_streak: int) -> str | N
     if label == "background" and was is not None and bg_streak < DEMOTE_STREAK:
         return (f"was {was}; labelled background in {bg_streak} window(s) in a row, "
                 f"{DEMOTE_STREAK} needed before idling it: left alone for now")
+    return None
+
+
+EVIDENCE_WINDOWS = 2
+"""A label is acted on only once the process has shown this many windows of real activity.
+The smoother reports a label from the first one (the API and `predict` need it), but one
+window is too little to change a process for: a `make` or `timeout` woken once at exit, or a
+program starting up, would otherwise be placed by a single, often idle-looking window."""
+
+
+def evidence_gate(label: str | None, active_windows: int) -> str | None:
+    """Why a label must not be acted on yet: too few active windows behind it; pure."""
+    if label is not None and active_windows < EVIDENCE_WINDOWS:
+        return (f"labelled {label} from {active_windows} active window(s), "
+                f"{EVIDENCE_WINDOWS} needed before acting on it: left alone for now")
     return None
 
 
@@ -334,7 +350,9 @@ class Daemon:
             streak = t.bg_streak if t is not None else 0
             if not w.insufficient:
                 streak = streak + 1 if str(labels[i]) == "background" else 0
-            gate = demand_gate(label, demand) or demotion_gate(label, served_as, streak)
+            st = self.smoother.state(key)
+            gate = (evidence_gate(label, len(st.history) if st is not None else 0)
+                    or demand_gate(label, demand) or demotion_gate(label, served_as, streak))
             view = ProcessView.from_window(w, None if gate else label, prob,
                                            autogroup=ag[0] if ag else None)
             if t is None:
@@ -404,13 +422,16 @@ class Daemon:
         procs = {}
         for (pid, start), t in self.procs.items():
             a = actions.get(pid)
+            why = skipped.get(pid)
+            # PID 1 and policy exceptions explain more than a gate on the label does
+            rule = a.rule if a else t.gate if t.gate and why in (None, "no label yet") else why or "not planned"
             procs[str(pid)] = {
                 "pid": pid, "start_time": start, "comm": t.view.comm,
-                "label": t.view.label if not t.gate else "background",
+                "label": t.prev_label,
                 "demand": None if t.demand is None else round(t.demand, 3),
                 "probability": round(t.view.probability, 3), "last_window_label": t.window_label,
                 "last_window_proba": t.window_proba, "windows": t.windows,
-                "rule": a.rule if a else (t.gate or skipped.get(pid, "not planned")),
+                "rule": rule,
                 "action": None if a is None else {
                     k: v for k, v in a.__dict__.items()
                     if k not in ("pid", "start_time", "comm", "label", "rule") and v is not None},

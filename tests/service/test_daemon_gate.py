@@ -36,3 +36,12 @@ def test_demotion_gate_does_not_delay_what_was_never_anything_but_background() -
     assert demotion_gate("background", None, 0) is None          # a new hog: idled at once
     assert demotion_gate("html-serving", "html-serving", 0) is None
     assert demotion_gate("interactive", "interactive", 0) is None
+
+
+def test_evidence_gate_waits_for_a_second_active_window() -> None:
+    from procsift.service.daemon import EVIDENCE_WINDOWS, evidence_gate
+
+    why = evidence_gate("html-serving", 1)
+    assert why is not None and "1 active window" in why
+    assert evidence_gate("html-serving", EVIDENCE_WINDOWS) is None
+    assert evidence_gate(None, 0) is None
