@@ -35,10 +35,13 @@ def f1_sweep(paths: list[Path], kinds: list[str], windows: list[float]) -> list[
             t0 = time.perf_counter()
             s = cross_validate(kind, ts.frame)
             out.append({"window_s": w, "model": kind, "macro_f1": s["macro_f1"],
+                        "macro_f1_ci95": s["macro_f1_ci95"],
                         "smoothed_macro_f1": s["smoothed_macro_f1"], "accuracy": s["accuracy"],
                         "windows": s["windows"], "binary": s["binary"], "seconds": time.perf_counter() - t0,
                         "per_class_f1": {k: v["f1"] for k, v in s["per_class"].items()}})
-            print(f"  {kind:<5} {w:>5g} s  macro-F1 {s['macro_f1']:.3f}  smoothed {s['smoothed_macro_f1']:.3f}"
+            lo, hi = s["macro_f1_ci95"]
+            print(f"  {kind:<5} {w:>5g} s  macro-F1 {s['macro_f1']:.3f} ({lo:.3f}-{hi:.3f})"
+                  f"  smoothed {s['smoothed_macro_f1']:.3f}"
                   f"  ({s['windows']} windows, {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return out
 
@@ -178,6 +181,11 @@ def main() -> int:
         for kind in kinds:
             row = {r["window_s"]: r["macro_f1"] for r in result["sweep"] if r["model"] == kind}  # noqa: E501
             print(f"{kind:<6} " + " ".join(f"{row.get(w, float('nan')):>8.3f}" for w in windows))
+        print("95% interval over resampled applications:")
+        for kind in kinds:
+            ci = {r["window_s"]: r.get("macro_f1_ci95") for r in result["sweep"] if r["model"] == kind}
+            print(f"{kind:<6} " + " ".join(f"{ci[w][0]:.2f}-{ci[w][1]:.2f}".rjust(9) if ci.get(w) else " " * 9
+                                          for w in windows))
     print(f"wrote {args.output}")
     return 0
 

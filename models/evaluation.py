@@ -15,7 +15,7 @@ from procsift.models.kinds import fit_pipeline, input_columns, trainable_rows
 from procsift.models.pos import HTML
 from procsift.models.smoothing import Smoother
 
-__all__ = ["cross_validate", "score_predictions", "smooth_labels"]
+__all__ = ["cross_validate", "score_predictions", "smooth_labels", "bootstrap_macro_f1"]
 
 FoldProgress = Callable[[int, int, str], None]
 
@@ -34,6 +34,48 @@ def score_predictions(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str])
         "confusion": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
         "windows": int(len(y_true)),
     }
+
+
+def _macro_f1(counts: np.ndarray) -> float:
+    """Macro-F1 from a truth x (labels + "other") count matrix; "other" predictions only miss."""
+    k = counts.shape[0]
+    tp = np.diag(counts[:, :k]).astype(np.float64)
+    denom = counts.sum(axis=1) + counts[:, :k].sum(axis=0)
+    f1 = np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0)
+    return float(f1.mean())
+
+
+def bootstrap_macro_f1(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, labels: list[str],
+                       n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of macro-F1 when the *applications* are resampled.
+
+    The held-out predictions are fixed; each replicate draws, within every label, as many
+    applications (`groups`) as that label has, with replacement, and scores the windows of the
+    drawn applications together. It says how much the figure depends on which applications
+    happen to be in the data set (the dominant uncertainty with ~30 of them), not on the
+    model's own randomness. Predictions outside `labels` count as misses.
+    """
+    y_true = np.asarray(y_true, dtype=object)
+    y_pred = np.asarray(y_pred, dtype=object)
+    groups = np.asarray(groups, dtype=object)
+    index = {lab: i for i, lab in enumerate(labels)}
+    k = len(labels)
+    apps = sorted(set(groups), key=str)
+    per_app = np.zeros((len(apps), k, k + 1), dtype=np.int64)
+    app_label = np.empty(len(apps), dtype=object)
+    for a, app in enumerate(apps):
+        m = groups == app
+        for t, p in zip(y_true[m], y_pred[m]):
+            per_app[a, index[t], index.get(p, k)] += 1
+        app_label[a] = y_true[m][0]
+    rng = np.random.default_rng(seed)
+    by_label = [idx for lab in labels if len(idx := np.flatnonzero(app_label == lab))]
+    stats = np.empty(n_boot)
+    for b in range(n_boot):
+        pick = np.concatenate([rng.choice(idx, size=len(idx), replace=True) for idx in by_label])
+        stats[b] = _macro_f1(per_app[pick].sum(axis=0))
+    lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
 
 
 def smooth_labels(frame: pd.DataFrame, labels: np.ndarray, k: int = 2, n: int = 3) -> np.ndarray:
@@ -92,6 +134,7 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
         m = (rows["source"] == src).to_numpy()
         smoothed[m] = smooth_labels(rows[m], pred[m])
     scores["smoothed_macro_f1"] = score_predictions(truth, smoothed, labels)["macro_f1"]
+    scores["macro_f1_ci95"] = list(bootstrap_macro_f1(truth, pred, rows["source"].to_numpy(dtype=object), labels))
     scores["folds"] = folds
     scores["kind"] = kind
     scores["binary"] = kind == "pos"

@@ -36,6 +36,9 @@ def format_scores(scores: dict[str, Any]) -> str:
         lines.append(f"{lab:<14} {c['precision']:>9.3f} {c['recall']:>7.3f} {c['f1']:>6.3f} {c['support']:>8}")
     lines.append(f"macro-F1 {scores['macro_f1']:.3f}   accuracy {scores['accuracy']:.3f}   "
                  f"smoothed macro-F1 {scores.get('smoothed_macro_f1', float('nan')):.3f}")
+    if "macro_f1_ci95" in scores:
+        lo, hi = scores["macro_f1_ci95"]
+        lines.append(f"macro-F1 95% interval over resampled applications: {lo:.3f}-{hi:.3f}")
     lines.append("confusion (rows = truth, columns = predicted): " + " | ".join(labels))
     for lab, row in zip(labels, scores["confusion"]):
         lines.append(f"  {lab:<14} " + " ".join(f"{v:>7}" for v in row))
