@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.mixture import GaussianMixture
@@ -11,7 +13,7 @@ __all__ = ["EMClassifier"]
 
 
 class EMClassifier(ClassifierMixin, BaseEstimator):
-    """Gaussian mixture with BIC-chosen size; each cluster takes the majority label of its labelled windows.
+    """Gaussian mixture with BIC-chosen size; each cluster takes the label whose labelled windows it holds the largest share of.
 
     Clusters that hold no labelled window (or every cluster, when fitted without labels)
     are reported as groups ``cluster-N``.
@@ -65,17 +67,10 @@ class EMClassifier(ClassifierMixin, BaseEstimator):
         clusters = self.mixture_.predict(X)
         names: list[str] = []
         self.cluster_counts_: list[dict[str, int]] = []
-        labels = None if y is None else np.asarray(y, dtype=object)
-        totals: dict[str, int] = {}
-        if labels is not None:
-            for v in labels:
-                if v:
-                    totals[str(v)] = totals.get(str(v), 0) + 1
+        labels = np.full(len(clusters), None, dtype=object) if y is None else np.asarray(y, dtype=object)
+        totals = Counter(str(v) for v in labels if v)
         for j in range(self.mixture_.n_components):
-            held = [] if labels is None else [str(v) for v in labels[clusters == j] if v]
-            counts: dict[str, int] = {}
-            for v in held:
-                counts[v] = counts.get(v, 0) + 1
+            counts = dict(Counter(str(v) for v in labels[clusters == j] if v))
             self.cluster_counts_.append(counts)
             # A cluster goes to the label whose windows it holds the largest share of, so a
             # label with fewer windows (html-serving) is not outvoted by sheer numbers.

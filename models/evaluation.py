@@ -60,14 +60,13 @@ def bootstrap_macro_f1(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarra
     groups = np.asarray(groups, dtype=object)
     index = {lab: i for i, lab in enumerate(labels)}
     k = len(labels)
-    apps = sorted(set(groups), key=str)
+    apps, app_of = np.unique(groups.astype(str), return_inverse=True)
+    truth = np.array([index[t] for t in y_true])
+    pred = np.array([index.get(p, k) for p in y_pred])
     per_app = np.zeros((len(apps), k, k + 1), dtype=np.int64)
+    np.add.at(per_app, (app_of, truth, pred), 1)
     app_label = np.empty(len(apps), dtype=object)
-    for a, app in enumerate(apps):
-        m = groups == app
-        for t, p in zip(y_true[m], y_pred[m]):
-            per_app[a, index[t], index.get(p, k)] += 1
-        app_label[a] = y_true[m][0]
+    app_label[app_of] = y_true
     rng = np.random.default_rng(seed)
     by_label = [idx for lab in labels if len(idx := np.flatnonzero(app_label == lab))]
     stats = np.empty(n_boot)

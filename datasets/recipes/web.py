@@ -6,6 +6,7 @@ the recorded process trees, so only the server's own processes are ever recorded
 
 from __future__ import annotations
 
+import functools
 import http.client
 import random
 import subprocess
@@ -185,10 +186,6 @@ http.createServer((req, res) => {{
     return ["node", str(js)], port
 
 
-def _nginx_one(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
-    return _nginx(work, port, docroot, workers=1)
-
-
 def _gunicorn(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
     app = work / "static_app.py"
     app.write_text(f"""import os
@@ -256,7 +253,7 @@ def _images(name: str, source: str, starter: object, port: int, workers_only: bo
 RECIPES: list[Recipe] = [
     _html("html-nginx", "nginx", _nginx, 18080, True, apt=("nginx-light", "wrk"),
           notes="nginx 2 workers; only the workers (children of the master) are labelled"),
-    _html("html-nginx-busy", "nginx", _nginx_one, 18092, True, apt=("nginx-light", "wrk"), busy=True,
+    _html("html-nginx-busy", "nginx", functools.partial(_nginx, workers=1), 18092, True, apt=("nginx-light", "wrk"), busy=True,
           notes="nginx, 1 worker pinned to CPU 0, wrk pinned to CPU 1: a saturated worker (a whole core, "
                 "few waits); the same application as html-nginx, so held out with it"),
     _html("html-lighttpd", "lighttpd", _lighttpd, 18081, False, apt=("lighttpd",),
