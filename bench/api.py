@@ -32,7 +32,8 @@ from _results import host_facts, write_json  # noqa: E402
 DATA = HERE.parent / "datasets" / "data"
 IDENT = ("host", "t_start", "dur_s", "pid", "start_time", "ppid", "comm", "exe", "uid", "nthreads", "cgroup")
 NUMS = ("run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "voluntary", "involuntary", "max_wait_ns",
-        "run_wait_transitions", "wakeups", "wakes_others", "read_bytes", "write_bytes", "rchar", "wchar", "rss_bytes")
+        "run_wait_transitions", "wakeups", "wakes_others", "read_bytes", "write_bytes", "rchar", "wchar", "rss_bytes",
+        "net_tx", "net_tx_bytes", "net_rx", "net_rx_bytes", "unix_calls")
 
 
 def real_windows(n: int) -> list[dict[str, Any]]:

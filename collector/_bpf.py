@@ -13,6 +13,7 @@ import numpy as np
 
 from procsift.collector.errors import BPFUnavailable
 from procsift.collector.samples import TASK_DTYPE, Drain
+from procsift.collector.schema import SOCKET_COLUMNS  # struct sock_io's fields, in order
 
 # task_stats fields copied as they are into TASK_DTYPE.
 _COPIED = ("tgid", "ppid", "state", "ts", "run_ns", "runq_ns", "sleep_ns", "block_ns",
@@ -141,6 +142,12 @@ class BpfProbe:
         cflags = [f"-DSC_ENTRIES={SC_ENTRIES}", f"-DTASK_ENTRIES={TASK_ENTRIES}", "-w"]
         if self.raw:
             cflags.append("-DRAW_SYS_ENTER")
+        # sock:sock_{send,recv}_length arrived in Linux 6.3; without them the socket
+        # counters stay zero (and say so: Drain.counts_sockets).
+        self.counts_sockets = all(bcc.BPF.tracepoint_exists("sock", t)
+                                  for t in ("sock_send_length", "sock_recv_length"))
+        if self.counts_sockets:
+            cflags.append("-DSOCK_TRACEPOINTS")
         self.filtered = tracked is not None
         if self.filtered:
             cflags.append("-DFILTER_TRACKED")
@@ -152,6 +159,7 @@ class BpfProbe:
         self._syscounts = self._bpf[b"syscounts"]
         self._task_batch = _Batch(self._tasks, delete=False)
         self._sc_batch = _Batch(self._syscounts, delete=True)
+        self._sock_batch = _Batch(self._bpf[b"sockio"], delete=True)
         self._seq = self._bpf[b"window_seq"]
         self._dropped = self._bpf[b"dropped"]
         self._seq_value = 0
@@ -217,7 +225,16 @@ class BpfProbe:
         syscalls = _group_counts(sc_keys, sc_vals)
         dropped = sum(self._dropped[self._dropped.Key(0)])
         return Drain(now_ns=now, tasks=tasks, syscalls=syscalls, comms=comms, dropped=dropped,
-                     counts_syscalls=self._sys_attached)
+                     counts_syscalls=self._sys_attached, sockets=self._read_sockets(),
+                     counts_sockets=self.counts_sockets)
+
+    def _read_sockets(self) -> dict[int, tuple[int, ...]]:
+        """This window's socket figures per process (tgid -> SOCKET_COLUMNS), summed over CPUs."""
+        keys, vals = self._sock_batch.read()
+        if not len(keys):
+            return {}
+        sums = np.stack([vals[f].reshape(len(keys), -1).sum(axis=1) for f in SOCKET_COLUMNS], axis=1)
+        return {int(k): tuple(int(x) for x in row) for k, row in zip(keys.tolist(), sums)}
 
     def forget(self, tids: Iterable[int]) -> None:
         """Drop the map entries of tasks that exited and were reported."""

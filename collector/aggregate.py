@@ -26,6 +26,7 @@ _COUNTERS = ("run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "volunt
 _C = {name: i for i, name in enumerate(_COUNTERS)}
 _SPAN_COLUMN = {STATE_RUNNING: 0, STATE_RUNNABLE: 1, STATE_SLEEP: 2, STATE_BLOCK: 3}
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NO_SOCKETS = (0, 0, 0, 0, 0)
 
 
 _IO_NAMES = frozenset(n for n in SYSCALL_NAMES
@@ -127,13 +128,14 @@ class Aggregator:
         index = {int(g): k for k, g in enumerate(groups)}
 
         rows = []
-        for g in set(index) | set(drain.syscalls):
+        for g in set(index) | set(drain.syscalls) | set(drain.sockets):
             k = index.get(g)
             c = sums[k] if k is not None else np.zeros(len(_COUNTERS), dtype=np.int64)
             sys_counts = self._names(drain.syscalls.get(g, {}))
             li = leaders.get(g)
             leader_exited = li is not None and bool(tasks["exited"][li])
-            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited):
+            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited
+                    or g in drain.sockets):
                 continue
             start_ns = int(tasks["start_ns"][li]) if li is not None else 0
             io = _may_have_done_io(sys_counts, int(c[3]), drain.counts_syscalls)
@@ -150,6 +152,7 @@ class Aggregator:
                 self._known[g] = info
             nthreads = info.nthreads if not exited else max(int(threads[k]) if k is not None else 1, 1)
             read_b, write_b, rchar, wchar = self._io_delta(info, start_ns)
+            net_tx, net_tx_bytes, net_rx, net_rx_bytes, unix_calls = drain.sockets.get(g, _NO_SOCKETS)
             rows.append(Window(
                 host=self.host, t_start=t_start, dur_s=dur_s, pid=g, start_time=info.start_time,
                 ppid=info.ppid, comm=info.comm, exe=info.exe, uid=info.uid, nthreads=nthreads,
@@ -158,7 +161,8 @@ class Aggregator:
                 involuntary=int(c[6]), max_wait_ns=int(max_wait[k]) if k is not None else 0,
                 run_wait_transitions=int(c[7]), wakeups=int(c[8]), wakes_others=int(c[9]),
                 read_bytes=read_b, write_bytes=write_b, rchar=rchar, wchar=wchar, rss_bytes=info.rss_bytes,
-                syscalls=sys_counts, exited=exited,
+                net_tx=net_tx, net_tx_bytes=net_tx_bytes, net_rx=net_rx, net_rx_bytes=net_rx_bytes,
+                unix_calls=unix_calls, syscalls=sys_counts, exited=exited,
             ))
             if exited:
                 self._known.pop(g, None)

@@ -9,12 +9,13 @@ from procsift.collector.syscalls import CATEGORIES, SYSCALL_NAMES, category_of
 
 __all__ = [
     "SCHEMA_VERSION", "LABELS", "Window", "IDENTITY_COLUMNS", "SCHED_COLUMNS", "IO_COLUMNS",
-    "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
+    "SOCKET_COLUMNS", "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
     "MIN_DISPATCHES", "syscall_column", "category_column", "is_insufficient",
 ]
 
-SCHEMA_VERSION = 2
-"""Bumped whenever a column is added, removed or changes meaning (2: rchar, wchar)."""
+SCHEMA_VERSION = 3
+"""Bumped whenever a column is added, removed or changes meaning (2: rchar, wchar;
+3: the socket columns)."""
 
 LABELS: tuple[str, ...] = ("interactive", "background", "html-serving")
 """The labels a row may carry; anything else is refused on read."""
@@ -33,6 +34,10 @@ SCHED_COLUMNS: tuple[str, ...] = (
 IO_COLUMNS: tuple[str, ...] = ("read_bytes", "write_bytes", "rchar", "wchar", "rss_bytes")
 """Storage bytes (read_bytes, write_bytes), bytes through read/write-like calls including
 sockets, pipes and sendfile (rchar, wchar; /proc/PID/io), and the resident set."""
+SOCKET_COLUMNS: tuple[str, ...] = ("net_tx", "net_tx_bytes", "net_rx", "net_rx_bytes", "unix_calls")
+"""Socket traffic whatever the syscall (read/write, send*/recv*, sendfile): IPv4/IPv6 sends
+and receives (calls, failed ones included, and bytes), and AF_UNIX calls. Zero where the
+kernel lacks the sock tracepoints (before 6.3) and under the /proc fallback."""
 
 
 def syscall_column(name: str) -> str:
@@ -51,7 +56,7 @@ FLAG_COLUMNS: tuple[str, ...] = ("syscalls", "insufficient", "exited")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("label", "source")
 
 COLUMNS: tuple[str, ...] = (
-    IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + FLAG_COLUMNS + CATEGORY_COLUMNS
+    IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + SOCKET_COLUMNS + FLAG_COLUMNS + CATEGORY_COLUMNS
     + SYSCALL_COLUMNS + OPTIONAL_COLUMNS
 )
 """Every column of a trace file, in file order."""
@@ -98,6 +103,11 @@ class Window:
     rchar: int = 0
     wchar: int = 0
     rss_bytes: int = 0
+    net_tx: int = 0
+    net_tx_bytes: int = 0
+    net_rx: int = 0
+    net_rx_bytes: int = 0
+    unix_calls: int = 0
     syscalls: Mapping[str, int] = field(default_factory=dict)
     exited: bool = False
     label: str | None = None
@@ -126,7 +136,7 @@ class Window:
 
     def as_record(self) -> dict[str, object]:
         """The row as a flat mapping of trace columns (zeros for syscalls not made)."""
-        rec: dict[str, object] = {c: getattr(self, c) for c in IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS}
+        rec: dict[str, object] = {c: getattr(self, c) for c in IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + SOCKET_COLUMNS}
         total = 0
         sys_counts = dict.fromkeys(SYSCALL_COLUMNS, 0)
         for name, count in self.syscalls.items():

@@ -260,7 +260,7 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
 
 def _check_version(meta: TraceMeta, path: str) -> None:
     if meta.schema_version != SCHEMA_VERSION:
-        hint = " (re-record it: version 2 added rchar, wchar)" if meta.schema_version < SCHEMA_VERSION else ""
+        hint = " (re-record it: version 3 added the socket columns)" if meta.schema_version < SCHEMA_VERSION else ""
         raise TraceError(path, f"schema version {meta.schema_version}; this procsift reads version {SCHEMA_VERSION}{hint}")
 
 

@@ -6,14 +6,15 @@ import numpy as np
 import pandas as pd
 
 from procsift.collector.schema import (
-    CATEGORY_COLUMNS, COLUMNS, IO_COLUMNS, SCHED_COLUMNS, SYSCALL_COLUMNS, is_insufficient,
+    CATEGORY_COLUMNS, COLUMNS, IO_COLUMNS, SCHED_COLUMNS, SOCKET_COLUMNS, SYSCALL_COLUMNS,
+    is_insufficient,
 )
 from procsift.models.errors import TrainingDataError
 
 __all__ = ["reaggregate"]
 
 _SUM = [c for c in SCHED_COLUMNS if c != "max_wait_ns"] + ["read_bytes", "write_bytes", "rchar", "wchar", "syscalls"] + \
-    list(CATEGORY_COLUMNS) + list(SYSCALL_COLUMNS) + ["dur_s"]
+    list(SOCKET_COLUMNS) + list(CATEGORY_COLUMNS) + list(SYSCALL_COLUMNS) + ["dur_s"]
 _MAX = ["max_wait_ns", "rss_bytes", "nthreads"]
 _FIRST = ["host", "pid", "start_time", "ppid", "comm", "exe", "uid", "cgroup", "label", "source"]
 assert set(_SUM + _MAX + _FIRST + ["t_start", "insufficient", "exited"]) >= set(COLUMNS) - set(IO_COLUMNS) - {"rss_bytes"}

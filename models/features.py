@@ -17,7 +17,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from procsift.collector.schema import CATEGORY_COLUMNS, SCHED_COLUMNS
+from procsift.collector.schema import CATEGORY_COLUMNS, SCHED_COLUMNS, SOCKET_COLUMNS
 from procsift.collector.syscalls import CATEGORIES
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
 
 RAW_COLUMNS: tuple[str, ...] = (
     ("dur_s",) + SCHED_COLUMNS + ("read_bytes", "write_bytes", "syscalls") + CATEGORY_COLUMNS
-    + ("rchar", "wchar")
+    + ("rchar", "wchar") + SOCKET_COLUMNS
 )
 """Trace columns the transform reads, in the order of its input matrix."""
 
@@ -45,6 +45,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("involuntary_share", "log_run_us_per_switch", "log_rate_read_bytes", "log_rate_write_bytes")
     + ("uses_network", "log_file_calls_per_wakeup")
     + ("log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch", "log_io_bytes_per_call")
+    + ("log_rate_net_calls", "net_call_share", "log_net_tx_bytes_per_call",
+       "log_net_tx_bytes_per_rx", "log_rate_unix_calls")
 )
 """Every feature the transform can produce, in output order."""
 
@@ -124,6 +126,7 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     file_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "open_stat")]].sum(axis=1)
     io_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "net_send", "net_recv")]].sum(axis=1)
     io_bytes = np.maximum(col("rchar"), col("wchar"))  # sendfile counts its bytes in both
+    net_calls = col("net_tx") + col("net_rx")
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),
@@ -143,6 +146,11 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
         np.log1p(col("wchar") / dur)[:, None],
         np.log1p(_safe_div(io_bytes, switches))[:, None],
         np.log1p(_safe_div(io_bytes, io_calls))[:, None],
+        np.log1p(net_calls / dur)[:, None],
+        np.minimum(_safe_div(net_calls, syscalls), 1.0)[:, None],
+        np.log1p(_safe_div(col("net_tx_bytes"), col("net_tx")))[:, None],
+        np.log1p(_safe_div(col("net_tx_bytes"), col("net_rx")))[:, None],
+        np.log1p(col("unix_calls") / dur)[:, None],
     ]
     out = np.hstack(parts)
     np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN

@@ -59,6 +59,11 @@ class WindowIn(BaseModel):
     rchar: Int = _COUNT
     wchar: Int = _COUNT
     rss_bytes: Int = _COUNT
+    net_tx: Int = _COUNT
+    net_tx_bytes: Int = _COUNT
+    net_rx: Int = _COUNT
+    net_rx_bytes: Int = _COUNT
+    unix_calls: Int = _COUNT
     syscall_counts: dict[SyscallName, Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_number)]] = Field(  # type: ignore[valid-type]
         default_factory=dict, description="count per x86_64 syscall name, e.g. {\"epoll_wait\": 40}")
 

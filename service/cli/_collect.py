@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -199,6 +200,10 @@ def _check_runnable(command: Sequence[str]) -> None:
         raise ProcsiftError(f"cannot run {command[0]!r}: command not found")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     if args.ebpf:
         return _print_ebpf()
@@ -242,6 +247,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             return args.duration is not None and time.monotonic() - started >= args.duration
 
         n = 0
+        # `timeout`, `kill` and service managers stop with SIGTERM: treat it as Ctrl-C, so
+        # the windows recorded so far are written, not lost.
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             for batch in col.windows(stop=stop):
                 n += 1

@@ -117,6 +117,56 @@ def test_pid_filter_follows_children_only(tmp_path: Path) -> None:
     assert others.empty, others[["pid", "ppid", "comm"]]
 
 
+SOCKETS = f"""
+import socket
+srv = socket.create_server(("127.0.0.1", 0))
+cli = socket.create_connection(srv.getsockname())
+conn, _ = srv.accept()
+for _ in range({N}):
+    cli.sendall(b"x" * 100)
+    got = 0
+    while got < 100:
+        got += len(conn.recv(100 - got))
+a, b = socket.socketpair()
+for _ in range({N}):
+    a.send(b"y")
+    b.recv(1)
+"""
+
+
+def test_socket_traffic_is_counted_whatever_the_syscall() -> None:
+    """1009 TCP sends of 100 bytes (sendto) and their receives (recvfrom), then 1009 AF_UNIX
+    round trips: exact counts on both sides, AF_UNIX apart from IPv4."""
+    with Collector(window_s=60.0, pids=[]) as col:
+        child = subprocess.Popen([sys.executable, "-c", SOCKETS])
+        col.track([child.pid])
+        assert child.wait(timeout=30) == 0
+        time.sleep(0.1)
+        rows = col.close_window()
+    (w,) = [w for w in rows if w.pid == child.pid]
+    assert w.net_tx == N and w.net_tx_bytes == 100 * N
+    assert w.net_rx >= N and w.net_rx_bytes == 100 * N
+    assert w.unix_calls == 2 * N
+
+
+def test_sigterm_ends_a_recording_like_ctrl_c_and_keeps_the_windows(tmp_path: Path) -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "import os, time\nwhile True:\n    os.getppid(); time.sleep(0.01)\n"])
+    out = tmp_path / "term.parquet"
+    rec = subprocess.Popen([*PROCSIFT, "record", "-w", "0.5", "-o", str(out), "-p", str(busy.pid)],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        assert rec.stderr is not None and "recording PIDs" in rec.stderr.readline()
+        time.sleep(1.5)
+        rec.terminate()
+        assert rec.wait(timeout=30) == 0
+        assert "Traceback" not in rec.stderr.read()
+    finally:
+        busy.kill()
+        busy.wait()
+    frame = read_trace(out).frame
+    assert len(frame) >= 2 and frame["sys_getppid"].sum() > 0
+
+
 def test_forced_proc_fallback_announces_once_and_has_no_syscalls(tmp_path: Path) -> None:
     out = tmp_path / "fb.parquet"
     code = "import time\nt = time.thread_time()\nwhile time.thread_time() - t < 0.3: pass\n"
