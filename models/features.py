@@ -46,7 +46,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("uses_network", "log_file_calls_per_wakeup")
     + ("log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch", "log_io_bytes_per_call")
     + ("log_rate_net_calls", "net_call_share", "log_net_tx_bytes_per_call",
-       "log_net_tx_bytes_per_rx", "log_rate_unix_calls")
+       "log_net_tx_bytes_per_rx", "log_rate_unix_calls", "log_idle_max_wait_ms")
 )
 """Every feature the transform can produce, in output order."""
 
@@ -60,14 +60,17 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
 
 TREE_FEATURE_NAMES: tuple[str, ...] = tuple(n for n in PROC_FEATURE_NAMES if n != "log_io_bytes_per_switch") + (
     "uses_network", "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
-    "log_io_bytes_per_call", "log_max_wait_ms",
+    "log_io_bytes_per_call", "log_idle_max_wait_ms", "log_net_tx_bytes_per_call",
+    "log_rate_net_calls",
 )
 """The decision tree's features: the scheduler and byte figures of the /proc fallback (less
 bytes per switch) plus coarse syscall signals (any network call at all; the share of ioctl,
 e.g. terminal control; futex rate, i.e. thread hand-offs; file calls per wake-up), bytes per
-read/write/send/recv call (request size: small pages vs. large files) and the longest single
-wait (think time). Chosen by greedy selection on the leave-one-application-out macro-F1 at 1,
-2 and 5 s (bench/CLASSIFIER.md), so the figures for this set are optimistic."""
+read/write/send/recv call (request size: small pages vs. large files), the longest single
+wait of a process that was mostly idle (think time, not a thread waiting on its sibling), and
+the socket figures (IPv4/IPv6 calls per second and bytes per send, whatever syscall made
+them). Chosen by greedy selection on the leave-one-application-out macro-F1 at 1, 2 and 5 s
+(bench/CLASSIFIER.md), so the figures for this set are optimistic."""
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": FEATURE_NAMES, "tree": TREE_FEATURE_NAMES, "proc": PROC_FEATURE_NAMES,
@@ -127,6 +130,9 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     io_calls = cats[:, [CATEGORIES.index(c) for c in ("file_read", "file_write", "net_send", "net_recv")]].sum(axis=1)
     io_bytes = np.maximum(col("rchar"), col("wchar"))  # sendfile counts its bytes in both
     net_calls = col("net_tx") + col("net_rx")
+    # Share of the window the process did not run (0 for one busy thread or more): a long
+    # wait of an idle process is think time, that of a busy one is a thread waiting on another.
+    idle = 1.0 - np.minimum(col("run_ns") / 1e9 / dur, 1.0)
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),
@@ -151,6 +157,7 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
         np.log1p(_safe_div(col("net_tx_bytes"), col("net_tx")))[:, None],
         np.log1p(_safe_div(col("net_tx_bytes"), col("net_rx")))[:, None],
         np.log1p(col("unix_calls") / dur)[:, None],
+        np.log1p(col("max_wait_ns") / 1e6 * idle)[:, None],
     ]
     out = np.hstack(parts)
     np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN

@@ -150,3 +150,17 @@ def test_io_counters_are_per_window_deltas_including_rchar_and_wchar() -> None:
     (w2,) = agg.build(Drain.of(2000, [TaskSample(tid=10, tgid=10, run_ns=2, switches_in=7)],
                                syscalls={10: {40: 3}}), 1.0, 1.0)[0]
     assert (w2.read_bytes, w2.write_bytes, w2.rchar, w2.wchar) == (4096, 0, 300_000, 250_000)
+
+
+def test_socket_counters_come_from_the_drain_and_make_a_row_of_their_own() -> None:
+    fake = FakeProc()
+    fake.procs[10] = _info(10, 5)
+    agg = _agg(fake)
+    drain = Drain.of(1000, [TaskSample(tid=10, tgid=10, run_ns=1, switches_in=6)],
+                     sockets={10: (3, 3000, 4, 400, 7)})
+    (w,) = agg.build(drain, 0.0, 1.0)[0]
+    assert (w.net_tx, w.net_tx_bytes, w.net_rx, w.net_rx_bytes, w.unix_calls) == (3, 3000, 4, 400, 7)
+    # No other sign of life in the window than socket traffic: still a row.
+    (w2,) = agg.build(Drain.of(2000, [TaskSample(tid=10, tgid=10, run_ns=1, switches_in=6)],
+                                sockets={10: (1, 10, 0, 0, 0)}), 1.0, 1.0)[0]
+    assert w2.net_tx == 1 and w2.switches_in == 0

@@ -109,3 +109,24 @@ def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
     assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000, 0]))
     from procsift.models.features import PROC_FEATURE_NAMES
     assert {"log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch"} <= set(PROC_FEATURE_NAMES)
+
+
+def test_socket_features_and_think_time_of_an_idle_process_only() -> None:
+    # An HTML server: 300 socket sends of 5 KB and 300 receives in 1 s; an image server: 20 sends
+    # of 500 KB; an editor idle for 1.5 s of 2 s with a 1.5 s wait; a compressor whose worker
+    # thread keeps a CPU busy while its main thread waits 1.5 s on it.
+    html = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=300,
+                  net_tx=300, net_tx_bytes=1_500_000, net_rx=300, syscalls={"read": 300, "writev": 300})
+    image = Window(host="h", t_start=0, dur_s=1.0, pid=2, start_time=1, switches_in=20,
+                   net_tx=20, net_tx_bytes=10_000_000, net_rx=5, syscalls={"sendfile": 20, "read": 5})
+    editor = Window(host="h", t_start=0, dur_s=2.0, pid=3, start_time=1, switches_in=10, run_ns=20_000_000,
+                    max_wait_ns=1_500_000_000, syscalls={"read": 10, "write": 10})
+    zstd = Window(host="h", t_start=0, dur_s=2.0, pid=4, start_time=1, switches_in=10, run_ns=2_100_000_000,
+                  max_wait_ns=1_500_000_000, syscalls={"read": 10, "write": 10})
+    X = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([html, image, editor, zstd])))
+    i = FEATURE_NAMES.index
+    assert X[:, i("log_net_tx_bytes_per_call")] == pytest.approx(np.log1p([5_000, 500_000, 0, 0]))
+    assert X[:, i("log_rate_net_calls")] == pytest.approx(np.log1p([600, 25, 0, 0]))
+    assert X[:, i("net_call_share")] == pytest.approx([1.0, 1.0, 0, 0])
+    assert X[:, i("log_max_wait_ms")] == pytest.approx(np.log1p([0, 0, 1500, 1500]))
+    assert X[:, i("log_idle_max_wait_ms")] == pytest.approx(np.log1p([0, 0, 1500 * 0.99, 0]))
