@@ -264,7 +264,8 @@ def bench_idle_cpu(seconds: int) -> dict[str, float]:
         return {"seconds": t1 - t0, "cpu_percent_of_one_core": 100 * (c1 - c0) / (t1 - t0)}
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        # Keep reading: a full stdout pipe would block `top` in write() and it could not stop.
+        proc.communicate(timeout=20)
 
 
 def main() -> int:
