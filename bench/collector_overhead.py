@@ -250,8 +250,11 @@ def bench_drain(ticker: Path, nproc: int, windows: int) -> dict[str, object]:
 
 def bench_idle_cpu(seconds: int) -> dict[str, float]:
     """CPU of the procsift collector process itself at 1 s windows (user + system)."""
+    # SIGINT back to its default in the child: a benchmark started in the background by a
+    # shell inherits SIGINT ignored, and `top` would then never see the Ctrl-C that stops it.
     proc = subprocess.Popen([sys.executable, "-m", "procsift.service.cli", "top", "--json", "-d", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         proc.stdout.readline()  # loaded and one window done
@@ -264,8 +267,7 @@ def bench_idle_cpu(seconds: int) -> dict[str, float]:
         return {"seconds": t1 - t0, "cpu_percent_of_one_core": 100 * (c1 - c0) / (t1 - t0)}
     finally:
         proc.send_signal(signal.SIGINT)
-        # Keep reading: a full stdout pipe would block `top` in write() and it could not stop.
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=20)  # keep reading stdout until it has stopped
 
 
 def main() -> int:
