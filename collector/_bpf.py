@@ -142,8 +142,7 @@ class BpfProbe:
         cflags = [f"-DSC_ENTRIES={SC_ENTRIES}", f"-DTASK_ENTRIES={TASK_ENTRIES}", "-w"]
         if self.raw:
             cflags.append("-DRAW_SYS_ENTER")
-        # sock:sock_{send,recv}_length arrived in Linux 6.3; without them the socket
-        # counters stay zero (and say so: Drain.counts_sockets).
+        # Without sock:sock_{send,recv}_length (Linux 6.3+) the socket columns stay zero.
         self.counts_sockets = all(bcc.BPF.tracepoint_exists("sock", t)
                                   for t in ("sock_send_length", "sock_recv_length"))
         if self.counts_sockets:
@@ -225,8 +224,7 @@ class BpfProbe:
         syscalls = _group_counts(sc_keys, sc_vals)
         dropped = sum(self._dropped[self._dropped.Key(0)])
         return Drain(now_ns=now, tasks=tasks, syscalls=syscalls, comms=comms, dropped=dropped,
-                     counts_syscalls=self._sys_attached, sockets=self._read_sockets(),
-                     counts_sockets=self.counts_sockets)
+                     counts_syscalls=self._sys_attached, sockets=self._read_sockets())
 
     def _read_sockets(self) -> dict[int, tuple[int, ...]]:
         """This window's socket figures per process (tgid -> SOCKET_COLUMNS), summed over CPUs."""

@@ -15,7 +15,7 @@ from procsift.collector.proc import CLK_TCK
 from procsift.collector.samples import (
     STATE_BLOCK, STATE_RUNNABLE, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo,
 )
-from procsift.collector.schema import Window
+from procsift.collector.schema import SOCKET_COLUMNS, Window
 from procsift.collector.syscalls import SYSCALL_NAMES, UNKNOWN, X86_64 as _NAME, category_of, name_of
 
 __all__ = ["Aggregator"]
@@ -26,7 +26,7 @@ _COUNTERS = ("run_ns", "runq_ns", "sleep_ns", "block_ns", "switches_in", "volunt
 _C = {name: i for i, name in enumerate(_COUNTERS)}
 _SPAN_COLUMN = {STATE_RUNNING: 0, STATE_RUNNABLE: 1, STATE_SLEEP: 2, STATE_BLOCK: 3}
 _EMPTY = np.zeros(0, dtype=np.int64)
-_NO_SOCKETS = (0, 0, 0, 0, 0)
+_NO_SOCKETS = (0,) * len(SOCKET_COLUMNS)
 
 
 _IO_NAMES = frozenset(n for n in SYSCALL_NAMES
@@ -152,7 +152,7 @@ class Aggregator:
                 self._known[g] = info
             nthreads = info.nthreads if not exited else max(int(threads[k]) if k is not None else 1, 1)
             read_b, write_b, rchar, wchar = self._io_delta(info, start_ns)
-            net_tx, net_tx_bytes, net_rx, net_rx_bytes, unix_calls = drain.sockets.get(g, _NO_SOCKETS)
+            sockets = dict(zip(SOCKET_COLUMNS, drain.sockets.get(g, _NO_SOCKETS)))
             rows.append(Window(
                 host=self.host, t_start=t_start, dur_s=dur_s, pid=g, start_time=info.start_time,
                 ppid=info.ppid, comm=info.comm, exe=info.exe, uid=info.uid, nthreads=nthreads,
@@ -161,8 +161,7 @@ class Aggregator:
                 involuntary=int(c[6]), max_wait_ns=int(max_wait[k]) if k is not None else 0,
                 run_wait_transitions=int(c[7]), wakeups=int(c[8]), wakes_others=int(c[9]),
                 read_bytes=read_b, write_bytes=write_b, rchar=rchar, wchar=wchar, rss_bytes=info.rss_bytes,
-                net_tx=net_tx, net_tx_bytes=net_tx_bytes, net_rx=net_rx, net_rx_bytes=net_rx_bytes,
-                unix_calls=unix_calls, syscalls=sys_counts, exited=exited,
+                syscalls=sys_counts, exited=exited, **sockets,
             ))
             if exited:
                 self._known.pop(g, None)

@@ -63,9 +63,8 @@ class Drain:
     comms: dict[int, str] = field(default_factory=dict)                # tid -> comm (exited tasks)
     dropped: int = 0
     counts_syscalls: bool = True
-    # tgid -> this window's (net_tx, net_tx_bytes, net_rx, net_rx_bytes, unix_calls)
+    # tgid -> this window's socket figures, in SOCKET_COLUMNS order
     sockets: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    counts_sockets: bool = False
 
     @classmethod
     def of(cls, now_ns: int, samples: Sequence[TaskSample], **kw: object) -> "Drain":

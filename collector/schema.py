@@ -136,7 +136,8 @@ class Window:
 
     def as_record(self) -> dict[str, object]:
         """The row as a flat mapping of trace columns (zeros for syscalls not made)."""
-        rec: dict[str, object] = {c: getattr(self, c) for c in IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + SOCKET_COLUMNS}
+        rec: dict[str, object] = {c: getattr(self, c)
+                                  for c in IDENTITY_COLUMNS + SCHED_COLUMNS + IO_COLUMNS + SOCKET_COLUMNS}
         total = 0
         sys_counts = dict.fromkeys(SYSCALL_COLUMNS, 0)
         for name, count in self.syscalls.items():
