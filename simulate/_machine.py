@@ -16,7 +16,7 @@ from procsift.simulate.transactions import Transaction
 
 WAITING, FETCHING, READY, RUNNING, DORMANT, DONE = range(6)
 _FINISH, _CHANGE, _SLICE = range(3)
-FETCH_MODES = ("serial", "parallel")
+FETCH_MODES = ("serial", "parallel", "drum")
 
 
 @dataclass(frozen=True)
@@ -24,21 +24,34 @@ class MachineSpec:
     """The simulated hardware: the paper's 2 CPUs, 100 user pages, 20 ms page fetch.
 
     `fetch` is how pages given together arrive (the paper does not say): "serial", one after
-    another (k pages delay the transaction k x fetch_time), or "parallel", all of them
-    fetch_time later (no queue at the paging device at all).
+    another (k pages delay the transaction k x fetch_time), "parallel", all of them
+    fetch_time later (no queue at the paging device at all), or "drum", one chained transfer
+    from a paging drum: the first page after fetch_time, each further one `page_transfer`
+    later (k pages: fetch_time + (k - 1) x page_transfer). The default page_transfer is one
+    revolution of an IBM 2301 paging drum (17.5 ms) over the 4.5 4-KB pages a revolution
+    passes: the time a chained, sector-ordered request spends per extra page.
     """
 
     cpus: int = 2
     pages: int = 100
     fetch_time: float = 0.020
     fetch: str = "serial"
+    page_transfer: float = 0.0175 / 4.5
 
     def check(self) -> None:
         """Raise SimulationError for an impossible machine."""
-        if self.cpus < 1 or self.pages < 1 or self.fetch_time < 0:
+        if self.cpus < 1 or self.pages < 1 or min(self.fetch_time, self.page_transfer) < 0:
             raise SimulationError(f"bad machine {self}: need cpus >= 1, pages >= 1, fetch >= 0")
         if self.fetch not in FETCH_MODES:
-            raise SimulationError(f"unknown fetch mode {self.fetch!r}; choose {' or '.join(FETCH_MODES)}")
+            raise SimulationError(f"unknown fetch mode {self.fetch!r}; choose {', '.join(FETCH_MODES)}")
+
+    def batch_time(self, count: int) -> float:
+        """Seconds until the last of `count` pages given together has arrived."""
+        if self.fetch == "serial":
+            return count * self.fetch_time
+        if self.fetch == "parallel":
+            return self.fetch_time
+        return self.fetch_time + (count - 1) * self.page_transfer
 
 
 class Job:
@@ -125,8 +138,7 @@ class Machine:
         job.alloc += count
         self.page_fetches += count
         now = self.cal.now
-        batch = count if self.spec.fetch == "serial" else 1
-        job.fetch_until = max(now, job.fetch_until) + batch * self.spec.fetch_time
+        job.fetch_until = max(now, job.fetch_until) + self.spec.batch_time(count)
         job.fetch_version += 1
         if job.state != RUNNING:
             job.state = FETCHING if job.alloc >= job.ws else WAITING
