@@ -106,4 +106,8 @@ RECIPES: list[Recipe] = [
     _bg("bg-find-du", "find-du", _tool("find /usr -xdev -type f -printf '%s %p\\n' > /dev/null; du -sx /usr > /dev/null",
                                         ("find", "du"), ("find", "du")), (),
         "find and du over /usr (warm cache after the first pass)"),
+    _bg("bg-pigz", "pigz", _tool("pigz -6 -p 2 -c {corpus} > /dev/null", ("pigz",), ("pigz",)), ("pigz",),
+        "pigz -6 with 2 compression threads over the same corpus (threads handing blocks over by futex)"),
+    _bg("bg-bzip2", "bzip2", _tool("bzip2 -9 -c {corpus} > /dev/null", ("bzip2",), ("bzip2",)), ("bzip2",),
+        "bzip2 -9 over the same corpus"),
 ]

@@ -21,7 +21,8 @@ SOCKET = "procsift-datasets"
 _KEYS = {"<Enter>": "Enter", "<Esc>": "Escape", "<Up>": "Up", "<Down>": "Down", "<Left>": "Left",
          "<Right>": "Right", "<PgDn>": "NPage", "<PgUp>": "PPage", "<Space>": "Space", "<Tab>": "Tab",
          "<F6>": "F6", "<BS>": "BSpace", "<C-o>": "C-o", "<C-x>": "C-x", "<C-w>": "C-w", "<C-k>": "C-k",
-         "<C-u>": "C-u", "<C-l>": "C-l", "<Home>": "Home", "<End>": "End"}
+         "<C-u>": "C-u", "<C-l>": "C-l", "<Home>": "Home", "<End>": "End",
+         "<F3>": "F3", "<F10>": "F10"}
 PAUSE = "~"
 
 
@@ -84,6 +85,10 @@ def _prepare(work: Path) -> None:
     if not notes.exists():
         notes.write_text("".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(400)))
     (work / "scratch.py").write_text("def f(x):\n    return x * 2\n")
+    for i in range(4):  # a small linked site for the text browser
+        links = "".join(f'<li><a href="page{j}.html">page {j}</a></li>' for j in range(4) if j != i)
+        text = "".join(f"<p>paragraph {k} of page {i}: the quick brown fox jumps over the lazy dog</p>" for k in range(60))
+        (work / f"page{i}.html").write_text(f"<html><body><h1>page {i}</h1><ul>{links}</ul>{text}</body></html>")
 
 
 def _recipe(name: str, source: str, command: str, script: str, label: Labeller | None = None,
@@ -116,6 +121,15 @@ SQLITE = ("create table t(a, b);<Enter>~insert into t values (1, 'one');<Enter>~
 BC = ("2 + 2<Enter>~scale = 10<Enter>~4 * a(1)<Enter>~~sqrt(2)<Enter>~x = 7<Enter>~x ^ 3<Enter>~~"
       "define f(n) { return n * n }<Enter>~f(12)<Enter>~~obase = 16<Enter>~255<Enter>~obase = 10<Enter>~")
 TOP = ("~M~~P~<Down>~~1~~1~~T~~P~i~~i~")
+LUA = ("1 + 1<Enter>~x = 10<Enter>~print(x * 2)<Enter>~~function f(n) return n * n end<Enter>~f(12)<Enter>~~"
+       "t = {3, 1, 2}<Enter>~table.sort(t)<Enter>~print(table.concat(t, ','))<Enter>~~"
+       "string.upper('procsift')<Enter>~math.sqrt(2)<Enter>~")
+ED = ("1,5p<Enter>~/fox/<Enter>~s/fox/cat/p<Enter>~~$<Enter>~a<Enter>a line added in ed<Enter>.<Enter>~w<Enter>~~"
+      "3d<Enter>~u<Enter>~10,12n<Enter>~~g/line 2/p<Enter>~w<Enter>~")
+MC = ("<Down>~<Down><Down>~<Enter>~~<Down>~<Down>~<Tab>~<Down><Down>~~<F3>~<PgDn>~<Esc><Esc>~~<Tab>~<Up>~"
+      "<Home>~<Enter>~~<End>~<Up><Up>~<Tab>~")
+W3M = ("<Space>~<Space>~<Tab>~<Enter>~~<Space>~<Tab><Tab>~<Enter>~~B~<Space>~<PgDn>~/fox<Enter>~n~~B~<Tab>~"
+       "<Enter>~<Space>~")
 HTOP = ("<Down>~<Down>~<Down>~~<Up>~t~~t~<F6>~<Down><Down><Enter>~~<PgDn>~<PgUp>~<Down>~"
         "~~<F6><Enter>~<Down>~")
 
@@ -136,4 +150,10 @@ RECIPES: list[Recipe] = [
     _recipe("int-bc", "bc", "bc -lq", BC, apt=("bc",), notes="the bc calculator"),
     _recipe("int-top", "top", "top -d 2", TOP, apt=("procps",), notes="top, refreshing every 2 s, re-sorted "
             "and toggled"),
+    _recipe("int-lua", "lua", "lua5.4 -i", LUA, apt=("lua5.4",), notes="the Lua 5.4 REPL"),
+    _recipe("int-ed", "ed", "ed -p '*' notes.txt", ED, apt=("ed",), notes="the ed line editor on the 400-line file"),
+    _recipe("int-mc", "mc", "mc -u --nomouse", MC, apt=("mc",),
+            notes="Midnight Commander (no subshell) browsing and viewing files"),
+    _recipe("int-w3m", "w3m", "w3m page0.html", W3M, apt=("w3m",),
+            notes="the w3m text browser following links through four local pages"),
 ]

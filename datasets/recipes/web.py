@@ -10,6 +10,7 @@ import functools
 import http.client
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -204,6 +205,32 @@ def app(environ, start_response):
             "--access-logfile", "-", "static_app:app"], port
 
 
+def _webfs(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
+    return ["webfsd", "-F", "-4", "-i", "127.0.0.1", "-p", str(port), "-r", str(docroot), "-c", "128"], port
+
+
+def _uvicorn(work: Path, port: int, docroot: Path) -> tuple[list[str], int]:
+    app = work / "static_asgi.py"
+    app.write_text(f"""import os
+ROOT = {str(docroot)!r}
+async def app(scope, receive, send):
+    if scope['type'] != 'http':
+        return
+    path = os.path.normpath(os.path.join(ROOT, scope['path'].lstrip('/')))
+    if not path.startswith(ROOT) or not os.path.isfile(path):
+        await send({{'type': 'http.response.start', 'status': 404, 'headers': [(b'content-type', b'text/plain')]}})
+        await send({{'type': 'http.response.body', 'body': b'not found'}})
+        return
+    with open(path, 'rb') as fh:
+        body = fh.read()
+    await send({{'type': 'http.response.start', 'status': 200,
+                'headers': [(b'content-type', b'text/html'), (b'content-length', str(len(body)).encode())]}})
+    await send({{'type': 'http.response.body', 'body': body}})
+""")
+    return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--app-dir", str(work),
+            "--no-access-log", "--log-level", "warning", "static_asgi:app"], port
+
+
 def _server_recipe(start_server: object, html: bool, workers_only: bool, busy: bool = False) -> object:
     """A recipe body: serve, record the server's tree under load, label the workers by construction.
 
@@ -278,4 +305,12 @@ RECIPES: list[Recipe] = [
             notes="the node server streaming the same files; labelled background"),
     _images("bg-gunicorn-images", "gunicorn-images", _gunicorn, 18091, True, apt=("gunicorn", "wrk"),
             notes="gunicorn's static-file WSGI app streaming the same files; the workers labelled background"),
+    _html("html-webfs", "webfs", _webfs, 18093, False, apt=("webfs", "wrk"),
+          notes="webfsd, a single-process select() server using sendfile; the process is labelled"),
+    _html("html-uvicorn", "uvicorn", _uvicorn, 18094, False, apt=("wrk",),
+          notes="uvicorn (asyncio) running a 15-line ASGI static-file app; the process is labelled"),
+    _images("bg-webfs-images", "webfs-images", _webfs, 18095, False, apt=("webfs", "wrk"),
+            notes="webfsd streaming the same 100 KB-5 MB files; labelled background"),
+    _images("bg-uvicorn-images", "uvicorn-images", _uvicorn, 18096, False, apt=("wrk",),
+            notes="the uvicorn ASGI app streaming the same files; labelled background"),
 ]
