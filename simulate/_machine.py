@@ -16,7 +16,7 @@ from procsift.simulate.transactions import Transaction
 
 WAITING, FETCHING, READY, RUNNING, DORMANT, DONE = range(6)
 _FINISH, _CHANGE, _SLICE = range(3)
-FETCH_MODES = ("serial", "parallel", "drum")
+FETCH_MODES = ("serial", "parallel", "drum", "drum-fifo")
 
 
 @dataclass(frozen=True)
@@ -25,25 +25,34 @@ class MachineSpec:
 
     `fetch` is how pages given together arrive (the paper does not say): "serial", one after
     another (k pages delay the transaction k x fetch_time), "parallel", all of them
-    fetch_time later (no queue at the paging device at all), or "drum", one chained transfer
-    from a paging drum: the first page after fetch_time, each further one `page_transfer`
-    later (k pages: fetch_time + (k - 1) x page_transfer). The default page_transfer is one
-    revolution of an IBM 2301 paging drum (17.5 ms) over the 4.5 4-KB pages a revolution
-    passes: the time a chained, sector-ordered request spends per extra page.
+    fetch_time later (no queue at the paging device at all), or from a paging drum: the first
+    page after fetch_time, each further one a drum transfer later. "drum" chains the k pages
+    into one sector-ordered request (a further page costs one revolution over the pages a
+    revolution passes); "drum-fifo" issues one request per page, each waiting half a
+    revolution on average before its transfer. The drum is IBM's 2301 (17.5 ms a revolution,
+    4.5 4-KB pages a revolution), the IBM 360/67's paging drum.
     """
 
     cpus: int = 2
     pages: int = 100
     fetch_time: float = 0.020
     fetch: str = "serial"
-    page_transfer: float = 0.0175 / 4.5
+    drum_revolution: float = 0.0175
+    drum_pages: float = 4.5
 
     def check(self) -> None:
         """Raise SimulationError for an impossible machine."""
-        if self.cpus < 1 or self.pages < 1 or min(self.fetch_time, self.page_transfer) < 0:
+        if self.cpus < 1 or self.pages < 1 or min(self.fetch_time, self.drum_revolution) < 0 \
+                or self.drum_pages <= 0:
             raise SimulationError(f"bad machine {self}: need cpus >= 1, pages >= 1, fetch >= 0")
         if self.fetch not in FETCH_MODES:
             raise SimulationError(f"unknown fetch mode {self.fetch!r}; choose {', '.join(FETCH_MODES)}")
+
+    @property
+    def page_transfer(self) -> float:
+        """Drum time per page after the first: chained, or one request per page (drum-fifo)."""
+        per_page = self.drum_revolution / self.drum_pages
+        return per_page + self.drum_revolution / 2 if self.fetch == "drum-fifo" else per_page
 
     def batch_time(self, count: int) -> float:
         """Seconds until the last of `count` pages given together has arrived."""

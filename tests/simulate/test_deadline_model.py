@@ -83,36 +83,41 @@ def test_parallel_fetch_under_time_slicing_refetches_in_one_fetch_time() -> None
 
 
 def test_drum_fetch_is_one_latency_plus_a_transfer_per_further_page() -> None:
-    # fetch="drum", 5 ms per further page: 10 pages arrive 0.02 + 9 x 0.005 = 0.065 s after they
-    # are given. A runs 0.065-1.065, B (fetched alongside, no device queue) 1.065-3.065.
-    m = DeadlineScheduling(MachineSpec(cpus=1, fetch="drum", page_transfer=0.005),
+    # fetch="drum", a 20 ms revolution passing 4 pages: 5 ms per further page, so 10 pages arrive
+    # 0.02 + 9 x 0.005 = 0.065 s after they are given. A runs 0.065-1.065, B (fetched alongside,
+    # no device queue) 1.065-3.065.
+    m = DeadlineScheduling(MachineSpec(cpus=1, fetch="drum", drum_revolution=0.02, drum_pages=4),
                            [tr(0, 0, 1.0, 4.0), tr(1, 0, 2.0, 8.0)])
     m.run(100.0)
     assert finished(m) == [1.065, 3.065]
     assert (m.page_fetches, m.dispatches) == (20, 2)
-    assert [MachineSpec(fetch="drum", page_transfer=0.005).batch_time(k) for k in (1, 2, 10)] == \
-        pytest.approx([0.020, 0.025, 0.065])
+    drum = MachineSpec(fetch="drum", drum_revolution=0.02, drum_pages=4)
+    assert [drum.batch_time(k) for k in (1, 2, 10)] == pytest.approx([0.020, 0.025, 0.065])
+    # one request per page: each further page waits half a revolution, then transfers
+    fifo = MachineSpec(fetch="drum-fifo", drum_revolution=0.02, drum_pages=4)
+    assert [fifo.batch_time(k) for k in (1, 2, 10)] == pytest.approx([0.020, 0.035, 0.155])
 
 
 def test_drum_fetch_under_time_slicing_refetches_a_working_set_in_one_chained_transfer() -> None:
     # Slice 0.5 s, 0.065 s per 10-page refetch: A 0.065-0.565, refetched by 0.63; B 0.565-1.065,
     # by 1.13; A 1.065-1.565 ends; B 1.565-2.065, 2.13-2.63, 2.695-3.195.
-    m = TimeSlicing(MachineSpec(cpus=1, fetch="drum", page_transfer=0.005),
+    m = TimeSlicing(MachineSpec(cpus=1, fetch="drum", drum_revolution=0.02, drum_pages=4),
                     [tr(0, 0, 1.0, 4.0), tr(1, 0, 2.0, 8.0)], time_slice=0.5)
     m.run(100.0)
     assert finished(m) == [1.565, 3.195]
     assert (m.page_fetches, m.dispatches) == (60, 6)
 
 
-def test_drum_default_transfer_is_a_2301_revolution_over_its_pages() -> None:
-    assert MachineSpec().page_transfer == pytest.approx(0.0175 / 4.5)
+def test_drum_defaults_are_the_2301s_revolution_and_pages() -> None:
+    assert MachineSpec(fetch="drum").page_transfer == pytest.approx(0.0175 / 4.5)
+    assert MachineSpec(fetch="drum-fifo").page_transfer == pytest.approx(0.0175 / 2 + 0.0175 / 4.5)
 
 
 def test_unknown_fetch_mode_is_refused() -> None:
     with pytest.raises(SimulationError, match="unknown fetch mode 'tape'"):
         DeadlineScheduling(MachineSpec(fetch="tape"), [])
     with pytest.raises(SimulationError, match="bad machine"):
-        DeadlineScheduling(MachineSpec(fetch="drum", page_transfer=-0.001), [])
+        DeadlineScheduling(MachineSpec(fetch="drum", drum_pages=0), [])
 
 
 def test_partial_allocation_is_stolen_by_more_urgent_arrival() -> None:
