@@ -28,7 +28,7 @@ clean:
 	rm -rf $(VENV) build *.egg-info
 
 # Real programs the dataset recipes run (installed idempotently, only when missing).
-DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils webfs pigz lua5.4 ed mc w3m \
+DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils webfs pigz bzip2 lua5.4 ed mc w3m \
 	curl make gcc nodejs sqlite3 bc procps
 BUNDLE_WINDOW ?= 2
 

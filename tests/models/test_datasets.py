@@ -31,3 +31,11 @@ def test_at_least_five_applications_per_label() -> None:
 
 def test_shipped_data_stays_small() -> None:
     assert sum(p.stat().st_size for p in DATA.glob("*.parquet")) < 8 << 20
+
+
+def test_make_datasets_installs_every_recipe_package() -> None:
+    makefile = (DATA.parents[1] / "Makefile").read_text()
+    decl = makefile.split("DATASET_APT :=", 1)[1].split("\n\n", 1)[0]
+    declared = set(decl.replace("\\\n", " ").split("\n", 1)[0].split())
+    wanted = {pkg for r in RECIPES for pkg in r.apt}
+    assert wanted <= declared, sorted(wanted - declared)
