@@ -25,9 +25,10 @@ class ServerSpec:
     pool: int = 256                 # processes (Apache's compiled-in MaxClients limit)
     cpu_base: float = 0.0008        # parse request, open, log
     cpu_per_kb: float = 0.00002     # packetising, copies
-    disk_block_base: float = 0.001  # positioning per 16 KB block (some hits in the cache)
-    disk_rate: float = 20e6         # bytes/s
-    nic_rate: float = 10e6          # bytes/s from socket buffer to the interface
+    disk_block_base: float = 0.0005  # positioning per 16 KB block (mostly file-cache hits)
+    disk_rate: float = 20e6          # bytes/s
+    nic_rate: float = 6.25e6         # bytes/s onto the outgoing link (50 Mbit/s), the bottleneck:
+    #                                  99 % busy at 1000 users (docs/simulation.md, calibration)
     sockbuf_blocks: int = 0         # socket send buffer in 16 KB blocks; 0: unlimited (the paper)
     beta: float = 5.0
 

@@ -31,6 +31,7 @@ class WebRow:
     by_size_ms: dict[str, float]
     by_speed_ms: dict[str, float]
     disk_utilisation: float
+    net_utilisation: float
 
 
 def summarise(r: WebResult) -> WebRow:
@@ -45,7 +46,7 @@ def summarise(r: WebResult) -> WebRow:
     return WebRow(r.policy, r.users, r.requests, float(sd.mean()), float(sd.max()),
                   float(r.server_time.mean() * 1000), r.pending_mean,
                   100.0 * r.losses / max(r.requests, 1), by_size, by_speed,
-                  r.utilisation.get("disk", float("nan")))
+                  r.utilisation.get("disk", float("nan")), r.utilisation.get("net", float("nan")))
 
 
 def size_mix(r: WebResult) -> dict[str, tuple[float, float]]:
@@ -69,3 +70,46 @@ def sweep(policies: Iterable[str], users: Iterable[int], requests: int, seed: in
                             closed=closed)
             rows.append(summarise(last))
     return rows, last
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """FIFO beside FCF for one set of server costs and one load (times in ms)."""
+
+    disk_ms: float
+    nic_mb_s: float
+    users: int
+    fifo_ms: float
+    fcf_ms: float
+    ratio: float
+    fcf_slowdown: float
+    over_128k_fifo_ms: float
+    over_128k_fcf_ms: float
+    slower_classes_fcf: tuple[str, ...]
+    disk_utilisation: float
+    net_utilisation: float
+
+
+def calibration_sweep(disk_ms: Iterable[float], nic_mb_s: Iterable[float], users: Iterable[int],
+                      requests: int, seed: int = 1) -> list[CalibrationRow]:
+    """FIFO and FCF over a grid of disk positioning times (ms per block) and interface rates (MB/s).
+
+    The paper gives no service costs; this is the sweep behind ServerSpec's defaults.
+    """
+    rows = []
+    users = tuple(users)
+    nic_mb_s = tuple(nic_mb_s)
+    for d in disk_ms:
+        for nic in nic_mb_s:
+            spec = ServerSpec(disk_block_base=d / 1000.0, nic_rate=nic * 1e6)
+            for n in users:
+                fifo = simulate("fifo", n, requests, seed=seed, server=spec)
+                fcf = simulate("fcf", n, requests, seed=seed, server=spec)
+                a, b = summarise(fifo), summarise(fcf)
+                slower = tuple(k for k, v in b.by_size_ms.items() if v > a.by_size_ms.get(k, float("inf")))
+                rows.append(CalibrationRow(
+                    d, nic, n, a.mean_response_ms, b.mean_response_ms,
+                    a.mean_response_ms / b.mean_response_ms, b.mean_slowdown,
+                    a.by_size_ms.get(">128K", float("nan")), b.by_size_ms.get(">128K", float("nan")),
+                    slower, fcf.utilisation.get("disk", float("nan")), fcf.utilisation.get("net", float("nan"))))
+    return rows

@@ -18,6 +18,7 @@ from procsift.simulate import (
 from procsift.simulate.engine import Calendar
 from procsift.simulate.internet import MSS, Pipe
 from procsift.simulate.web import BLOCK
+from procsift.simulate.web_experiments import calibration_sweep
 from procsift.simulate.web_queues import FcfQueue, FifoQueue, Server, SharingServer, SrptQueue
 
 
@@ -160,3 +161,15 @@ def test_closed_users_wait_for_their_responses() -> None:
     closed = simulate_web("fifo", 100, 3000, seed=2, closed=True)
     # the same 3000 requests take longer when each user first waits for its response
     assert closed.sim_time > 1.2 * open_.sim_time
+
+
+def test_calibration_sweep_puts_fifo_beside_fcf_and_scales_the_interface() -> None:
+    rows = calibration_sweep([1.0], [10.0, 5.0], [20], 400)
+    assert [(r.disk_ms, r.nic_mb_s, r.users) for r in rows] == [(1.0, 10.0, 20), (1.0, 5.0, 20)]
+    for r in rows:
+        assert r.ratio == pytest.approx(r.fifo_ms / r.fcf_ms)
+        assert set(r.slower_classes_fcf) <= {"<=1K", "1-2K", "2-4K", "4-8K", "8-16K", "16-32K",
+                                             "32-64K", "64-128K", ">128K"}
+    # the same bytes cross an interface half as fast: twice as busy over the same span
+    assert rows[1].net_utilisation == pytest.approx(2 * rows[0].net_utilisation, rel=0.05)
+    assert rows[1].disk_utilisation == pytest.approx(rows[0].disk_utilisation, rel=0.05)
