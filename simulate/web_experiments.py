@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from procsift.simulate.web import ServerSpec, WebResult, simulate
+from procsift.simulate.web import BLOCK, ServerSpec, WebResult, simulate
 from procsift.simulate.web_load import SPEED_LABELS
 
 PAPER_USERS = (300, 400, 500, 600, 700, 800, 900, 1000)
@@ -88,6 +88,16 @@ class CalibrationRow:
     slower_classes_fcf: tuple[str, ...]
     disk_utilisation: float
     net_utilisation: float
+    service_ms: float        # mean own service time on an idle server (the same for both)
+    fifo_wait_ms: float      # mean time in the server beyond it
+    fcf_wait_ms: float
+
+
+def service_time(r: WebResult, spec: ServerSpec) -> np.ndarray:
+    """Each request's own service time on an idle server: CPU, then disk and interface per block."""
+    blocks = np.ceil(r.size / BLOCK)
+    return (spec.cpu_base + r.size / 1024.0 * spec.cpu_per_kb + blocks * spec.disk_block_base
+            + r.size / spec.disk_rate + r.size / spec.nic_rate)
 
 
 def calibration_sweep(disk_ms: Iterable[float], nic_mb_s: Iterable[float], users: Iterable[int],
@@ -107,9 +117,12 @@ def calibration_sweep(disk_ms: Iterable[float], nic_mb_s: Iterable[float], users
                 fcf = simulate("fcf", n, requests, seed=seed, server=spec)
                 a, b = summarise(fifo), summarise(fcf)
                 slower = tuple(k for k, v in b.by_size_ms.items() if v > a.by_size_ms.get(k, float("inf")))
+                own = service_time(fcf, spec)
                 rows.append(CalibrationRow(
                     d, nic, n, a.mean_response_ms, b.mean_response_ms,
                     a.mean_response_ms / b.mean_response_ms, b.mean_slowdown,
                     a.by_size_ms.get(">128K", float("nan")), b.by_size_ms.get(">128K", float("nan")),
-                    slower, fcf.utilisation.get("disk", float("nan")), fcf.utilisation.get("net", float("nan"))))
+                    slower, b.disk_utilisation, b.net_utilisation, float(own.mean() * 1000),
+                    float((fifo.server_time - service_time(fifo, spec)).mean() * 1000),
+                    float((fcf.server_time - own).mean() * 1000)))
     return rows

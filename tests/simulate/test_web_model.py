@@ -18,7 +18,7 @@ from procsift.simulate import (
 from procsift.simulate.engine import Calendar
 from procsift.simulate.internet import MSS, Pipe
 from procsift.simulate.web import BLOCK
-from procsift.simulate.web_experiments import calibration_sweep
+from procsift.simulate.web_experiments import calibration_sweep, service_time
 from procsift.simulate.web_queues import FcfQueue, FifoQueue, Server, SharingServer, SrptQueue
 
 
@@ -111,6 +111,7 @@ def test_one_request_through_cpu_disk_and_network() -> None:
         expected += spec.disk_block_base + blk / spec.disk_rate + blk / spec.nic_rate
         left -= blk
     assert r.server_time[0] == pytest.approx(expected)
+    assert service_time(r, spec)[0] == pytest.approx(expected)
     assert r.total_time[0] > r.server_time[0]
     assert r.slowdown[0] == pytest.approx(expected / r.cost[0])
 
@@ -163,11 +164,22 @@ def test_closed_users_wait_for_their_responses() -> None:
     assert closed.sim_time > 1.2 * open_.sim_time
 
 
+def test_service_time_of_one_request_on_an_idle_server() -> None:
+    # 40,000 bytes: 3 blocks; CPU 0.8 ms + 0.02 ms/KB, disk 3 x 0.5 ms + 40,000 / 20e6,
+    # interface 40,000 / 6.25e6.
+    r = SimpleNamespace(size=np.array([40_000]))
+    expected = 0.0008 + 40_000 / 1024 * 0.00002 + 3 * 0.0005 + 40_000 / 20e6 + 40_000 / 6.25e6
+    assert service_time(r, ServerSpec())[0] == pytest.approx(expected)  # type: ignore[arg-type]
+
+
 def test_calibration_sweep_puts_fifo_beside_fcf_and_scales_the_interface() -> None:
     rows = calibration_sweep([1.0], [10.0, 5.0], [20], 400)
     assert [(r.disk_ms, r.nic_mb_s, r.users) for r in rows] == [(1.0, 10.0, 20), (1.0, 5.0, 20)]
     for r in rows:
         assert r.ratio == pytest.approx(r.fifo_ms / r.fcf_ms)
+        assert r.fifo_ms == pytest.approx(r.service_ms + r.fifo_wait_ms)
+        assert r.fcf_ms == pytest.approx(r.service_ms + r.fcf_wait_ms)
+        assert min(r.fifo_wait_ms, r.fcf_wait_ms) >= -1e-9
         assert set(r.slower_classes_fcf) <= {"<=1K", "1-2K", "2-4K", "4-8K", "8-16K", "16-32K",
                                              "32-64K", "64-128K", ">128K"}
     # the same bytes cross an interface half as fast: twice as busy over the same span
