@@ -34,6 +34,7 @@ DEADLINE_EXAMPLES = """examples:
   procsift simulate deadline --strategy two-level --slice 2 --rate 42
   procsift simulate deadline --paper      Fig. 4, Tables 2-3, Fig. 5 (~1 min)
   procsift simulate deadline --paper --fetch parallel    the same, pages fetched in parallel
+  procsift simulate deadline --paper --fetch drum-fifo   the same, pages from a paging drum
 """
 WEB_EXAMPLES = """examples:
   procsift simulate web --users 1000 --requests 100000
@@ -75,8 +76,10 @@ def register(subparsers: Any) -> None:
     d.add_argument("--duration", type=_nonneg_float, default=1800.0, help="simulated seconds (default 1800)")
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--fetch", choices=FETCH_MODES, default="serial",
-                   help="pages given together arrive one after another, 20 ms each (serial, default), "
-                        "or all 20 ms later (parallel)")
+                   help="how k pages given together arrive: one after another, 20 ms each (serial, "
+                        "default); all 20 ms later (parallel); from a paging drum, 20 ms for the first "
+                        "and 3.9 ms (drum, one chained request) or 12.6 ms (drum-fifo, one request per "
+                        "page) for each further page; see docs/simulation.md")
     d.add_argument("--paper", action="store_true", help="reproduce Fig. 4, Tables 2 and 3 and Fig. 5")
     d.add_argument("--png-dir", type=Path, default=None, help="write Fig. 5 as a PNG here")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -92,7 +95,7 @@ def register(subparsers: Any) -> None:
                    help="requests per run (default 100000; 200000 with --paper)")
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--disk-ms", type=_nonneg_float, default=None,
-                   help="disk positioning time per 16 KB block in ms (default 1.0)")
+                   help="disk positioning time per 16 KB block in ms (default 0.5)")
     w.add_argument("--closed", action="store_true",
                    help="users wait for each response before thinking (default: SURGE's own clock)")
     w.add_argument("--paper", action="store_true",
