@@ -23,6 +23,7 @@
 #define ST_RUNNABLE 2
 #define ST_SLEEP    3  // S: interruptible wait
 #define ST_BLOCK    4  // D: uninterruptible wait
+#define ST_DEAD     5  // switched out for the last time: no more time accrues
 
 // sched_switch reports prev_state as TASK_REPORT bits; a preempted task is
 // reported as TASK_REPORT_MAX (0x100 since 5.x), which is "still runnable".
@@ -199,7 +200,11 @@ TRACEPOINT_PROBE(sched, sched_switch)
             t->tgid = bpf_get_current_pid_tgid() >> 32;
             if (t->state == ST_RUNNING)
                 t->run_ns += now - t->ts;
-            if (pstate == 0 || (pstate & REPORT_MAX)) {
+            if (t->exited) {
+                // The last switch of an exiting task (sched_process_exit came first): it
+                // reports a zombie/dead state, which is not a wait, and nothing follows it.
+                t->state = ST_DEAD;
+            } else if (pstate == 0 || (pstate & REPORT_MAX)) {
                 t->involuntary++;
                 t->state = ST_RUNNABLE;
             } else {

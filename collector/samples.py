@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 __all__ = ["TaskSample", "Drain", "ProcInfo", "TASK_DTYPE", "samples_to_array",
-           "STATE_RUNNING", "STATE_RUNNABLE", "STATE_SLEEP", "STATE_BLOCK"]
+           "STATE_RUNNING", "STATE_RUNNABLE", "STATE_SLEEP", "STATE_BLOCK", "STATE_DEAD"]
 
-# Task states as collector.bpf.c records them.
-STATE_UNKNOWN, STATE_RUNNING, STATE_RUNNABLE, STATE_SLEEP, STATE_BLOCK = range(5)
+# Task states as collector.bpf.c records them (DEAD: switched out for good; no span accrues).
+STATE_UNKNOWN, STATE_RUNNING, STATE_RUNNABLE, STATE_SLEEP, STATE_BLOCK, STATE_DEAD = range(6)
 
 
 @dataclass(frozen=True, slots=True)

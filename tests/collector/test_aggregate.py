@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from procsift.collector.aggregate import Aggregator
-from procsift.collector.samples import STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo, TaskSample
+from procsift.collector.samples import STATE_DEAD, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo, TaskSample
 
 TICK = 10_000_000  # ns per clock tick at CLK_TCK=100
 
@@ -85,6 +85,15 @@ def test_process_exiting_mid_window_yields_its_last_row() -> None:
     assert w.exited and w.comm == "short" and w.exe == "/bin/short" and w.run_ns == 15
     assert w.syscalls == {"exit": 1}
     assert forget == [30]
+
+
+def test_a_dead_task_accrues_no_time_after_its_last_switch() -> None:
+    fake = FakeProc()
+    agg = _agg(fake)
+    s = TaskSample(tid=31, tgid=31, state=STATE_DEAD, ts=1200, run_ns=200, sleep_ns=50, switches_in=3,
+                   exited=True, comm="gone")
+    (w,) = agg.build(Drain.of(2000, [s]), 1.0, 1.0)[0]
+    assert (w.run_ns, w.runq_ns, w.sleep_ns, w.block_ns) == (200, 0, 50, 0)
 
 
 def test_never_seen_process_that_exits_gets_identity_from_bpf() -> None:

@@ -76,6 +76,10 @@ def test_process_exiting_mid_window_still_yields_its_row() -> None:
     w = mine[0]
     assert w.exited and w.syscalls.get("getppid") == N
     assert w.start_time > 0 and w.comm.startswith("python")
+    # Time stops at exit: the dead task's last switch is not a sleep lasting to the window's end.
+    assert 0.3 <= w.sleep_ns / 1e9 <= 0.3 + 0.25, w.sleep_ns
+    assert (w.run_ns + w.runq_ns + w.sleep_ns + w.block_ns) / 1e9 < 1.0, w
+    assert w.voluntary <= 3  # the sleep (and a page-in or two), not the final switch
 
 
 def test_threads_fold_into_one_process_row() -> None:
