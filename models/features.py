@@ -59,18 +59,20 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
 
 TREE_FEATURE_NAMES: tuple[str, ...] = tuple(n for n in PROC_FEATURE_NAMES if n != "log_io_bytes_per_switch") + (
-    "uses_network", "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
+    "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
     "log_io_bytes_per_call", "log_idle_max_wait_ms", "log_net_tx_bytes_per_call",
     "log_rate_net_calls",
 )
 """The decision tree's features: the scheduler and byte figures of the /proc fallback (less
-bytes per switch) plus coarse syscall signals (any network call at all; the share of ioctl,
-e.g. terminal control; futex rate, i.e. thread hand-offs; file calls per wake-up), bytes per
+bytes per switch) plus coarse syscall signals (the share of ioctl, e.g. terminal control;
+futex rate, i.e. thread hand-offs; file calls per wake-up), bytes per
 read/write/send/recv call (request size: small pages vs. large files), the longest single
 wait of a process that was mostly idle (think time, not a thread waiting on its sibling), and
 the socket figures (IPv4/IPv6 calls per second and bytes per send, whatever syscall made
 them). Chosen by greedy selection on the leave-one-application-out macro-F1 at 1, 2 and 5 s
-(bench/CLASSIFIER.md), so the figures for this set are optimistic."""
+(bench/CLASSIFIER.md), so the figures for this set are optimistic. `uses_network` (any
+network-named syscall) is left out: the kernel's socket counts measure the same thing
+directly, and the name proxy is 0 for servers that read their sockets with read() (node)."""
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": FEATURE_NAMES, "tree": TREE_FEATURE_NAMES, "proc": PROC_FEATURE_NAMES,
