@@ -8,6 +8,7 @@ is vectorised (numpy): with ~1,000 live processes a window must cost millisecond
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,6 +53,25 @@ def _cumulative(tasks: np.ndarray, now_ns: int) -> np.ndarray:
     return cum
 
 
+@dataclass
+class _Held:
+    """A window's figures for a process that left /proc before BPF reported its exit."""
+
+    counts: np.ndarray
+    max_wait: int
+    syscalls: dict[str, int]
+    sockets: tuple[int, ...]
+    start_ns: int
+    info: ProcInfo
+
+
+def _merge_syscalls(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for name, n in b.items():
+        out[name] = out.get(name, 0) + n
+    return out
+
+
 class Aggregator:
     """Turns each window's Drain into Window rows; keeps what it needs between windows.
 
@@ -76,6 +96,9 @@ class Aggregator:
         self._tgids: dict[int, int] = {}                   # tid -> tgid, for tasks BPF hasn't placed
         self._known: dict[int, ProcInfo] = {}              # tgid -> last ProcInfo seen
         self._io: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        # tgid -> figures held for one window: the process left /proc between the drain and
+        # the /proc read, so its exit (and its comm) come with the next drain, into one row.
+        self._held: dict[int, _Held] = {}
 
     def remember(self, info: ProcInfo) -> None:
         """Note a process' identity now, so its row is complete even if it exits unseen."""
@@ -128,16 +151,28 @@ class Aggregator:
         index = {int(g): k for k, g in enumerate(groups)}
 
         rows = []
-        for g in set(index) | set(drain.syscalls) | set(drain.sockets):
+        held, self._held = self._held, {}
+        for g in set(index) | set(drain.syscalls) | set(drain.sockets) | set(held):
             k = index.get(g)
-            c = sums[k] if k is not None else np.zeros(len(_COUNTERS), dtype=np.int64)
+            c = sums[k].copy() if k is not None else np.zeros(len(_COUNTERS), dtype=np.int64)
+            wait = int(max_wait[k]) if k is not None else 0
             sys_counts = self._names(drain.syscalls.get(g, {}))
+            socks = drain.sockets.get(g, _NO_SOCKETS)
             li = leaders.get(g)
             leader_exited = li is not None and bool(tasks["exited"][li])
-            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited
-                    or g in drain.sockets):
-                continue
             start_ns = int(tasks["start_ns"][li]) if li is not None else 0
+            h = held.pop(g, None)
+            if h is not None and li is not None and start_ns != h.start_ns:
+                rows.append(self._held_row(g, h, t_start, dur_s))  # the PID is another process now
+                h = None
+            if h is not None:
+                c += h.counts
+                wait = max(wait, h.max_wait)
+                sys_counts = _merge_syscalls(h.syscalls, sys_counts)
+                socks = tuple(a + b for a, b in zip(h.sockets, socks))
+            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited
+                    or g in drain.sockets or h is not None):
+                continue
             io = _may_have_done_io(sys_counts, int(c[3]), drain.counts_syscalls)
             info = None if leader_exited else self._info(g, io)
             if info is not None and start_ns and abs(info.start_time - start_ns // self._ns_per_tick) > 1:
@@ -147,28 +182,50 @@ class Aggregator:
                 info = self._remembered(g, start_ns, li, tasks, drain.comms,
                                         int(ppids[k]) if k is not None else 0)
                 if info is None:
+                    if h is not None:  # its exit never came (a probe that reports none): emit what was held
+                        rows.append(self._held_row(g, h, t_start, dur_s, c, wait, sys_counts, socks))
                     continue
+                if h is None and li is not None and not leader_exited:
+                    # Gone from /proc, but BPF has not seen it exit yet: the exit, with the
+                    # comm, comes in the next drain. One row then, not an anonymous one now.
+                    self._held[g] = _Held(c, wait, sys_counts, socks, start_ns, info)
+                    continue
+                if h is not None and not info.comm:
+                    info = h.info if h.info.comm else info
             else:
                 self._known[g] = info
             nthreads = info.nthreads if not exited else max(int(threads[k]) if k is not None else 1, 1)
             read_b, write_b, rchar, wchar = self._io_delta(info, start_ns)
-            sockets = dict(zip(SOCKET_COLUMNS, drain.sockets.get(g, _NO_SOCKETS)))
-            rows.append(Window(
-                host=self.host, t_start=t_start, dur_s=dur_s, pid=g, start_time=info.start_time,
-                ppid=info.ppid, comm=info.comm, exe=info.exe, uid=info.uid, nthreads=nthreads,
-                cgroup=info.cgroup, run_ns=int(c[0]), runq_ns=int(c[1]), sleep_ns=int(c[2]),
-                block_ns=int(c[3]), switches_in=int(c[4]), voluntary=int(c[5]),
-                involuntary=int(c[6]), max_wait_ns=int(max_wait[k]) if k is not None else 0,
-                run_wait_transitions=int(c[7]), wakeups=int(c[8]), wakes_others=int(c[9]),
-                read_bytes=read_b, write_bytes=write_b, rchar=rchar, wchar=wchar, rss_bytes=info.rss_bytes,
-                syscalls=sys_counts, exited=exited, **sockets,
-            ))
+            rows.append(self._row(g, info, t_start, dur_s, c, wait, sys_counts, socks, nthreads,
+                                  (read_b, write_b, rchar, wchar), exited))
             if exited:
                 self._known.pop(g, None)
                 self._io.pop((g, info.start_time), None)
         for tid in forget:
             self._tgids.pop(tid, None)
         return rows, forget
+
+    def _row(self, g: int, info: ProcInfo, t_start: float, dur_s: float, c: np.ndarray, wait: int,
+             sys_counts: dict[str, int], socks: tuple[int, ...], nthreads: int,
+             io: tuple[int, int, int, int], exited: bool) -> Window:
+        return Window(
+            host=self.host, t_start=t_start, dur_s=dur_s, pid=g, start_time=info.start_time,
+            ppid=info.ppid, comm=info.comm, exe=info.exe, uid=info.uid, nthreads=nthreads,
+            cgroup=info.cgroup, run_ns=int(c[0]), runq_ns=int(c[1]), sleep_ns=int(c[2]),
+            block_ns=int(c[3]), switches_in=int(c[4]), voluntary=int(c[5]),
+            involuntary=int(c[6]), max_wait_ns=wait,
+            run_wait_transitions=int(c[7]), wakeups=int(c[8]), wakes_others=int(c[9]),
+            read_bytes=io[0], write_bytes=io[1], rchar=io[2], wchar=io[3], rss_bytes=info.rss_bytes,
+            syscalls=sys_counts, exited=exited, **dict(zip(SOCKET_COLUMNS, socks)),
+        )
+
+    def _held_row(self, g: int, h: _Held, t_start: float, dur_s: float, c: np.ndarray | None = None,
+                  wait: int | None = None, sys_counts: dict[str, int] | None = None,
+                  socks: tuple[int, ...] | None = None) -> Window:
+        """The row of held figures whose exit report never came: identity as BPF last knew it."""
+        return self._row(g, h.info, t_start, dur_s, h.counts if c is None else c,
+                         h.max_wait if wait is None else wait, h.syscalls if sys_counts is None else sys_counts,
+                         h.sockets if socks is None else socks, 1, (0, 0, 0, 0), True)
 
     @staticmethod
     def _names(counts: dict[int, int]) -> dict[str, int]:

@@ -121,10 +121,35 @@ def test_pid_reused_before_the_old_row_was_reported() -> None:
     fake = FakeProc()
     fake.procs[60] = _info(60, 900, "newer")  # /proc already shows the next process
     agg = _agg(fake)
-    old = TaskSample(tid=60, tgid=60, run_ns=5, switches_in=5, start_ns=100 * TICK, exited=False,
-                     comm="older")
-    (w,) = agg.build(Drain.of(1, [old]), 0.0, 1.0)[0]
-    assert w.start_time == 100 and w.comm == "older" and w.exited
+    old = TaskSample(tid=60, tgid=60, run_ns=5, switches_in=5, start_ns=100 * TICK, exited=False)
+    assert agg.build(Drain.of(1, [old]), 0.0, 1.0)[0] == []  # held until BPF reports the exit
+    # The next drain has the newer process under the PID; the old one's exit report was lost.
+    newer = TaskSample(tid=60, tgid=60, run_ns=7, switches_in=2, start_ns=900 * TICK)
+    rows = sorted(agg.build(Drain.of(2, [newer]), 1.0, 1.0)[0], key=lambda w: w.start_time)
+    assert [(w.start_time, w.comm, w.run_ns, w.exited) for w in rows] == [(100, "", 5, True), (900, "newer", 7, False)]
+
+
+def test_process_gone_from_proc_before_its_exit_is_reported_makes_one_row() -> None:
+    """The race of a process that exits between the drain and the /proc read: its figures
+    wait one window for the exit report (with the comm), rather than making an anonymous row."""
+    agg = _agg(FakeProc())  # /proc never saw it
+    alive = TaskSample(tid=61, tgid=61, ppid=3, run_ns=800, switches_in=4, start_ns=100 * TICK)
+    assert agg.build(Drain.of(1000, [alive], syscalls={61: {0: 7}}), 0.0, 1.0)[0] == []
+    gone = TaskSample(tid=61, tgid=61, ppid=3, run_ns=850, switches_in=5, start_ns=100 * TICK,
+                      exited=True, comm="cc1")
+    rows, forget = agg.build(Drain.of(2000, [gone], syscalls={61: {60: 1}}), 1.0, 1.0)
+    (w,) = rows
+    assert (w.comm, w.start_time, w.exited, w.run_ns, w.switches_in) == ("cc1", 100, True, 850, 5)
+    assert w.syscalls == {"read": 7, "exit": 1} and forget == [61]
+
+
+def test_held_figures_are_kept_when_no_exit_report_comes() -> None:
+    agg = _agg(FakeProc())
+    alive = TaskSample(tid=62, tgid=62, run_ns=300, switches_in=3, start_ns=100 * TICK)
+    assert agg.build(Drain.of(1000, [alive], syscalls={62: {0: 2}}), 0.0, 1.0)[0] == []
+    (w,) = agg.build(Drain.of(2000, []), 1.0, 1.0)[0]
+    assert (w.pid, w.start_time, w.exited, w.run_ns, w.syscalls) == (62, 100, True, 300, {"read": 2})
+    assert agg.build(Drain.of(3000, []), 2.0, 1.0)[0] == []
 
 
 def test_unknown_syscall_numbers_are_counted_as_unknown() -> None:
