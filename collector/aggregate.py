@@ -7,7 +7,7 @@ is vectorised (numpy): with ~1,000 live processes a window must cost millisecond
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +65,9 @@ class _Held:
     info: ProcInfo
 
 
-def _merge_syscalls(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    out = dict(a)
-    for name, n in b.items():
+def _add_counts(out: dict[str, int], pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Add (name, count) pairs into `out` (in place) and return it."""
+    for name, n in pairs:
         out[name] = out.get(name, 0) + n
     return out
 
@@ -154,7 +154,7 @@ class Aggregator:
         held, self._held = self._held, {}
         for g in set(index) | set(drain.syscalls) | set(drain.sockets) | set(held):
             k = index.get(g)
-            c = sums[k].copy() if k is not None else np.zeros(len(_COUNTERS), dtype=np.int64)
+            c = sums[k] if k is not None else np.zeros(len(_COUNTERS), dtype=np.int64)
             wait = int(max_wait[k]) if k is not None else 0
             sys_counts = self._names(drain.syscalls.get(g, {}))
             socks = drain.sockets.get(g, _NO_SOCKETS)
@@ -163,12 +163,14 @@ class Aggregator:
             start_ns = int(tasks["start_ns"][li]) if li is not None else 0
             h = held.pop(g, None)
             if h is not None and li is not None and start_ns != h.start_ns:
-                rows.append(self._held_row(g, h, t_start, dur_s))  # the PID is another process now
+                # The PID is another process now: the held figures make a row of their own.
+                rows.append(self._row(g, h.info, t_start, dur_s, h.counts, h.max_wait, h.syscalls,
+                                      h.sockets, 1, (0, 0, 0, 0), True))
                 h = None
             if h is not None:
-                c += h.counts
+                c = c + h.counts
                 wait = max(wait, h.max_wait)
-                sys_counts = _merge_syscalls(h.syscalls, sys_counts)
+                sys_counts = _add_counts(dict(h.syscalls), sys_counts.items())
                 socks = tuple(a + b for a, b in zip(h.sockets, socks))
             if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited
                     or g in drain.sockets or h is not None):
@@ -183,15 +185,16 @@ class Aggregator:
                                         int(ppids[k]) if k is not None else 0)
                 if info is None:
                     if h is not None:  # its exit never came (a probe that reports none): emit what was held
-                        rows.append(self._held_row(g, h, t_start, dur_s, c, wait, sys_counts, socks))
+                        rows.append(self._row(g, h.info, t_start, dur_s, c, wait, sys_counts, socks, 1,
+                                              (0, 0, 0, 0), True))
                     continue
                 if h is None and li is not None and not leader_exited:
                     # Gone from /proc, but BPF has not seen it exit yet: the exit, with the
                     # comm, comes in the next drain. One row then, not an anonymous one now.
                     self._held[g] = _Held(c, wait, sys_counts, socks, start_ns, info)
                     continue
-                if h is not None and not info.comm:
-                    info = h.info if h.info.comm else info
+                if h is not None and not info.comm and h.info.comm:
+                    info = h.info
             else:
                 self._known[g] = info
             nthreads = info.nthreads if not exited else max(int(threads[k]) if k is not None else 1, 1)
@@ -219,24 +222,13 @@ class Aggregator:
             syscalls=sys_counts, exited=exited, **dict(zip(SOCKET_COLUMNS, socks)),
         )
 
-    def _held_row(self, g: int, h: _Held, t_start: float, dur_s: float, c: np.ndarray | None = None,
-                  wait: int | None = None, sys_counts: dict[str, int] | None = None,
-                  socks: tuple[int, ...] | None = None) -> Window:
-        """The row of held figures whose exit report never came: identity as BPF last knew it."""
-        return self._row(g, h.info, t_start, dur_s, h.counts if c is None else c,
-                         h.max_wait if wait is None else wait, h.syscalls if sys_counts is None else sys_counts,
-                         h.sockets if socks is None else socks, 1, (0, 0, 0, 0), True)
-
     @staticmethod
     def _names(counts: dict[int, int]) -> dict[str, int]:
         out = {_NAME.get(nr, UNKNOWN): n for nr, n in counts.items()}
         if len(out) == len(counts):
             return out
-        out = {}  # several numbers without a name: they add up under UNKNOWN
-        for nr, n in counts.items():
-            name = name_of(nr)
-            out[name] = out.get(name, 0) + n
-        return out
+        # several numbers without a name: they add up under UNKNOWN
+        return _add_counts({}, ((name_of(nr), n) for nr, n in counts.items()))
 
     def _remembered(self, tgid: int, start_ns: int, li: int | None, tasks: np.ndarray,
                     comms: dict[int, str], ppid: int) -> ProcInfo | None:

@@ -75,11 +75,14 @@ def register(subparsers: Any) -> None:
                    help="time slice in s (default: the paper's best, 3.5 one-level, 2.0 two-level)")
     d.add_argument("--duration", type=_nonneg_float, default=1800.0, help="simulated seconds (default 1800)")
     d.add_argument("--seed", type=int, default=1)
+    fetch_ms = MachineSpec().fetch_time * 1e3
+    drum_ms = {m: MachineSpec(fetch=m).page_transfer * 1e3 for m in ("drum", "drum-fifo")}
     d.add_argument("--fetch", choices=FETCH_MODES, default="serial",
-                   help="how k pages given together arrive: one after another, 20 ms each (serial, "
-                        "default); all 20 ms later (parallel); from a paging drum, 20 ms for the first "
-                        "and 3.9 ms (drum, one chained request) or 12.6 ms (drum-fifo, one request per "
-                        "page) for each further page; see docs/simulation.md")
+                   help=f"how k pages given together arrive: one after another, {fetch_ms:g} ms each "
+                        f"(serial, default); all {fetch_ms:g} ms later (parallel); from a paging drum, "
+                        f"{fetch_ms:g} ms for the first and {drum_ms['drum']:.1f} ms (drum, one chained "
+                        f"request) or {drum_ms['drum-fifo']:.1f} ms (drum-fifo, one request per page) for "
+                        "each further page; see docs/simulation.md")
     d.add_argument("--paper", action="store_true", help="reproduce Fig. 4, Tables 2 and 3 and Fig. 5")
     d.add_argument("--png-dir", type=Path, default=None, help="write Fig. 5 as a PNG here")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -95,7 +98,8 @@ def register(subparsers: Any) -> None:
                    help="requests per run (default 100000; 200000 with --paper)")
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--disk-ms", type=_nonneg_float, default=None,
-                   help="disk positioning time per 16 KB block in ms (default 0.5)")
+                   help=f"disk positioning time per 16 KB block in ms "
+                        f"(default {ServerSpec().disk_block_base * 1e3:g})")
     w.add_argument("--closed", action="store_true",
                    help="users wait for each response before thinking (default: SURGE's own clock)")
     w.add_argument("--paper", action="store_true",
