@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from procsift.collector.schema import Window
+from procsift.collector.traceio import windows_to_frame
 from procsift.models import (
     MODEL_KINDS, POSDetector, TraceSet, TrainingDataError, cross_validate, reaggregate, train_bundle,
 )
@@ -148,3 +150,22 @@ def test_em_maps_a_cluster_to_the_label_it_holds_the_largest_share_of() -> None:
     # By count the second cluster is background (50 > 40); by share it is html-serving (40/40).
     assert em.predict(np.array([[5.0, 5.0]]))[0] == "html-serving"
     assert em.predict(np.array([[0.0, 0.0]]))[0] == "background"
+
+
+def test_reaggregation_gives_what_a_long_window_would_have_measured() -> None:
+    """The collector writes no row for a quiet window: the long row still spans its whole window,
+    and the quiet windows of a live process count as asleep (not those after its exit)."""
+    def w(t: int, pid: int, **kw: object) -> Window:
+        return Window(host="h", t_start=1000.0 + 0.5 * t, dur_s=0.5, pid=pid, start_time=pid, comm="p",
+                      nthreads=kw.pop("nthreads", 2), run_ns=1_000_000, sleep_ns=900_000_000,  # type: ignore[arg-type]
+                      switches_in=3, syscalls={"read": 5}, **kw)  # type: ignore[arg-type]
+    rows = [w(0, 7), w(3, 7, nthreads=3), w(5, 7),   # idle-ish: quiet in windows 1, 2 and 4
+            w(0, 8), w(1, 8, exited=True, nthreads=1),  # exits in window 1 of 4
+            *[w(t, 9) for t in range(6)]]              # busy in every window: the trace has 6
+    g = reaggregate(windows_to_frame(rows), 0.5, 2.0).set_index(["pid", "t_start"])
+    assert (g["dur_s"] == 2.0).sum() == 3 and (g["dur_s"] == 1.0).sum() == 2  # the last long window has 2 short ones
+    assert g.loc[(7, 1000.0), "sleep_ns"] == 2 * 900_000_000 + 2 * 3 * 500_000_000  # 2 quiet windows x 3 threads
+    assert g.loc[(7, 1000.0), "nthreads"] == 3  # as read at the window's end
+    assert g.loc[(7, 1002.0), "sleep_ns"] == 900_000_000 + 1 * 2 * 500_000_000  # window 4 quiet, 5 not
+    assert g.loc[(8, 1000.0), "sleep_ns"] == 2 * 900_000_000 and bool(g.loc[(8, 1000.0), "exited"])
+    assert g.loc[(9, 1000.0), "sleep_ns"] == 4 * 900_000_000 and g.loc[(9, 1000.0), "run_ns"] == 4_000_000
