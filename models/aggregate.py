@@ -31,7 +31,8 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
     window is in no row; it is added back (every thread asleep for the window) for each quiet
     window in which the process was alive: from its first row until its exit, or the trace's
     end if it did not exit. (A process already running but quiet when the trace began counts
-    from its first row.) Windows are grouped by count from the trace's first window.
+    from its first row.) Windows are grouped by their place in time from the trace's first
+    window, empty windows included; `frame` is one trace.
     """
     ratio = to_s / from_s
     if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
@@ -39,15 +40,19 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
     if round(ratio) == 1 or frame.empty:
         return frame
     r = int(round(ratio))
-    # Windows of one trace share their t_start; real windows jitter around their nominal
-    # length, so count windows (the rank of t_start) rather than seconds.
-    starts, rank = np.unique(frame["t_start"].to_numpy(), return_inverse=True)
-    order = np.argsort(rank, kind="stable")  # time order, so a group's last row is its latest
-    frame, rank = frame.iloc[order], rank[order]
-    short_dur = np.zeros(len(starts))
-    np.maximum.at(short_dur, rank, frame["dur_s"].to_numpy(dtype=np.float64))
-    bucket = (rank // r).astype(np.int64)
-    long_dur = np.bincount(np.arange(len(starts)) // r, weights=short_dur)
+    # A window's place on the trace's grid: whole windows since the first. Real windows jitter
+    # by milliseconds around their length, and a window in which no recorded process did
+    # anything has no row at all but still takes its time (so ranks of t_start won't do).
+    t = frame["t_start"].to_numpy(dtype=np.float64)
+    t0 = float(t.min())
+    slot = np.rint((t - t0) / from_s).astype(np.int64)
+    order = np.argsort(slot, kind="stable")  # time order, so a group's last row is its latest
+    frame, slot = frame.iloc[order], slot[order]
+    n_slots = int(slot[-1]) + 1
+    slot_dur = np.full(n_slots, float(from_s))
+    slot_dur[slot] = frame["dur_s"].to_numpy(dtype=np.float64)  # as measured, where known
+    long_dur = np.bincount(np.arange(n_slots) // r, weights=slot_dur)
+    bucket = slot // r
     # NaN labels would be dropped by groupby keys; they are values here, not keys.
     keys = [frame["host"], frame["pid"], frame["start_time"], pd.Series(bucket, index=frame.index, name="_b")]
     g = frame.groupby(keys, sort=False)
@@ -60,19 +65,19 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
         "_present": g["t_start"].size(),
     }
     out = pd.DataFrame(parts).reset_index()
-    # Each process's life in short-window numbers: first row to exit (or the trace's end).
-    life = frame.assign(_rank=rank).groupby(["host", "pid", "start_time"], sort=False).agg(
-        _first=("_rank", "min"), _last=("_rank", "max"), _exited=("exited", "any"))
-    life["_last"] = life["_last"].where(life["_exited"], len(starts) - 1)
+    # Each process's life in short windows: its first row to its exit (or the trace's end).
+    life = frame.assign(_slot=slot).groupby(["host", "pid", "start_time"], sort=False).agg(
+        _first=("_slot", "min"), _last=("_slot", "max"), _exited=("exited", "any"))
+    life["_last"] = life["_last"].where(life["_exited"], n_slots - 1)
     out = out.join(life[["_first", "_last"]], on=["host", "pid", "start_time"])
     b = out["_b"].to_numpy(dtype=np.int64)
     lo = np.maximum(b * r, out["_first"].to_numpy(dtype=np.int64))
-    hi = np.minimum(np.minimum(b * r + r, len(starts)) - 1, out["_last"].to_numpy(dtype=np.int64))
+    hi = np.minimum(np.minimum(b * r + r, n_slots) - 1, out["_last"].to_numpy(dtype=np.int64))
     quiet = np.maximum(hi - lo + 1 - out["_present"].to_numpy(dtype=np.int64), 0)
     threads = np.maximum(out["nthreads"].to_numpy(dtype=np.int64), 1)
     out["sleep_ns"] = out["sleep_ns"].to_numpy(dtype=np.int64) + np.rint(quiet * from_s * 1e9).astype(np.int64) * threads
     out["dur_s"] = long_dur[b]
-    out["t_start"] = starts[b * r]
+    out["t_start"] = t0 + b * r * from_s
     out["insufficient"] = [is_insufficient(int(s), int(n)) for s, n in zip(out["switches_in"], out["syscalls"])]
     out["label"] = out["label"].where(out["label"].notna(), None)
     out["source"] = out["source"].where(out["source"].notna(), None)

@@ -169,3 +169,7 @@ def test_reaggregation_gives_what_a_long_window_would_have_measured() -> None:
     assert g.loc[(7, 1002.0), "sleep_ns"] == 900_000_000 + 1 * 2 * 500_000_000  # window 4 quiet, 5 not
     assert g.loc[(8, 1000.0), "sleep_ns"] == 2 * 900_000_000 and bool(g.loc[(8, 1000.0), "exited"])
     assert g.loc[(9, 1000.0), "sleep_ns"] == 4 * 900_000_000 and g.loc[(9, 1000.0), "run_ns"] == 4_000_000
+    # Windows in which no recorded process did anything have no rows; they still take their time.
+    lone = reaggregate(windows_to_frame([w(0, 7), w(7, 7), w(8, 7)]), 0.5, 1.0)
+    assert lone["t_start"].tolist() == [1000.0, 1003.0, 1004.0]
+    assert lone["sleep_ns"].tolist() == [900_000_000 + 2 * 500_000_000, 900_000_000 + 2 * 500_000_000, 900_000_000]
