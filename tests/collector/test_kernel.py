@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from procsift.collector import read_trace
 from procsift.collector.session import Collector
+from procsift.models import reaggregate
 
 pytestmark = pytest.mark.kernel
 
@@ -256,3 +258,47 @@ def test_forgetting_deletes_present_keys_and_skips_absent_ones() -> None:
         assert sorted(int(k.value) for k in table.keys()) == [0, 5, 6, 7, 8, 9]
     finally:
         bpf.cleanup()
+
+
+def test_reaggregated_short_windows_measure_what_long_windows_do(tmp_path: Path) -> None:
+    """One workload recorded at once in 0.5 s and in 2 s windows: the 0.5 s trace folded to 2 s
+    (as training and the classifier bench do) gives the live 2 s rows' durations and rates,
+    for a mostly idle process (quiet, row-less 0.5 s windows) and a short-lived busy one."""
+    work = ("import os, subprocess, sys, time\nsys.stdin.readline()\n"
+            "idle = subprocess.Popen([sys.executable, '-c', 'import os, time\\nfor _ in range(7):\\n"
+            "    time.sleep(1.3)\\n    [os.getppid() for _ in range(5)]\\n'])\n"
+            "time.sleep(2.6)\n"
+            "subprocess.run([sys.executable, '-c', 'import time\\nt = time.thread_time()\\n"
+            "while time.thread_time() - t < 0.3: pass\\n'])\n"
+            "idle.wait()\n")
+    parent = subprocess.Popen([sys.executable, "-c", work], stdin=subprocess.PIPE, text=True)
+    recs = []
+    try:
+        for w in ("0.5", "2"):
+            out = tmp_path / f"w{w}.parquet"
+            recs.append((out, subprocess.Popen([*PROCSIFT, "record", "-w", w, "-o", str(out), "-p", str(parent.pid),
+                                                "--duration", "12"], stderr=subprocess.PIPE, text=True)))
+        for _, rec in recs:
+            assert rec.stderr is not None and "recording PIDs" in rec.stderr.readline()
+        assert parent.stdin is not None
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        for _, rec in recs:
+            assert rec.wait(timeout=40) == 0, rec.stderr.read() if rec.stderr else ""
+    finally:
+        parent.wait(timeout=20)
+    short, live = (read_trace(out) for out, _ in recs)
+    folded = reaggregate(short.frame, 0.5, 2.0)
+    kids = {}
+    for name, f in (("folded", folded), ("live", live.frame)):
+        f = f[f["ppid"] == parent.pid]
+        idle_pid = f.loc[f["sys_getppid"] > 0, "pid"].iloc[0]
+        kids[name] = (f[f["pid"] == idle_pid], f[(f["pid"] != idle_pid) & (f["run_ns"] > 50_000_000)])
+    (fi, fb), (li, lb) = kids["folded"], kids["live"]
+    assert abs(len(fi) - len(li)) <= 1, (fi, li)
+    rate = lambda f: float(np.median(f["syscalls"] / f["dur_s"]))  # noqa: E731
+    assert abs(rate(fi) - rate(li)) <= 0.3 * rate(li), (rate(fi), rate(li))
+    awake = lambda f: float(np.median(1 - f["sleep_ns"] / 1e9 / f["dur_s"]))  # noqa: E731
+    assert abs(awake(fi) - awake(li)) <= 0.1, (awake(fi), awake(li))
+    assert len(fb) >= 1 and len(lb) >= 1
+    assert np.allclose(fb["dur_s"], 2.0, atol=0.1) and np.allclose(lb["dur_s"], 2.0, atol=0.1), (fb, lb)
