@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from procsift.collector.syscalls import CATEGORIES, SYSCALL_NAMES, category_of
 
 __all__ = [
     "SCHEMA_VERSION", "LABELS", "Window", "IDENTITY_COLUMNS", "SCHED_COLUMNS", "IO_COLUMNS",
     "SOCKET_COLUMNS", "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
-    "MIN_DISPATCHES", "syscall_column", "category_column", "is_insufficient",
+    "MIN_DISPATCHES", "MIN_SYSCALLS", "IDLE_RUN_NS", "syscall_column", "category_column", "is_insufficient",
 ]
 
 SCHEMA_VERSION = 3
@@ -21,7 +24,11 @@ LABELS: tuple[str, ...] = ("interactive", "background", "html-serving")
 """The labels a row may carry; anything else is refused on read."""
 
 MIN_DISPATCHES = 5
-"""A window with fewer dispatches than this and no syscalls is too quiet to judge."""
+"""A window with fewer dispatches than this and no syscall counts is too quiet to judge."""
+MIN_SYSCALLS = 3
+"""A window with one dispatch or none, fewer syscalls than this and under IDLE_RUN_NS on a CPU
+is too quiet to judge: a timer tick (wake, one or two calls, sleep), not behaviour."""
+IDLE_RUN_NS = 1_000_000
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "host", "t_start", "dur_s", "pid", "start_time", "ppid", "comm", "exe", "uid",
@@ -67,9 +74,17 @@ BOOL_COLUMNS: frozenset[str] = frozenset({"insufficient", "exited"})
 INT_COLUMNS: frozenset[str] = frozenset(COLUMNS) - STR_COLUMNS - FLOAT_COLUMNS - BOOL_COLUMNS
 
 
-def is_insufficient(switches_in: int, syscalls: int) -> bool:
-    """True when a window holds too little activity to judge (the process keeps its label)."""
-    return switches_in < MIN_DISPATCHES and syscalls == 0
+def is_insufficient(switches_in: Any, syscalls: Any, run_ns: Any) -> Any:
+    """True when a window holds too little activity to judge (the process keeps its label).
+
+    Works on numbers or on equal-length arrays (then an array of flags). With no syscall
+    counts (the /proc collector, or none made): fewer than MIN_DISPATCHES dispatches. With
+    them: a timer tick (see MIN_SYSCALLS).
+    """
+    switches_in, syscalls, run_ns = (np.asarray(x) for x in (switches_in, syscalls, run_ns))
+    quiet = np.where(syscalls == 0, switches_in < MIN_DISPATCHES,
+                     (switches_in <= 1) & (syscalls < MIN_SYSCALLS) & (run_ns < IDLE_RUN_NS))
+    return bool(quiet) if quiet.ndim == 0 else quiet
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +136,7 @@ class Window:
     @property
     def insufficient(self) -> bool:
         """Too little activity to judge; see is_insufficient."""
-        return is_insufficient(self.switches_in, self.syscalls_total)
+        return is_insufficient(self.switches_in, self.syscalls_total, self.run_ns)
 
     def categories(self) -> dict[str, int]:
         """Syscall counts summed per category (every category present)."""
@@ -147,7 +162,7 @@ class Window:
             sys_counts[col] += count
             total += count
         rec["syscalls"] = total
-        rec["insufficient"] = is_insufficient(self.switches_in, total)
+        rec["insufficient"] = is_insufficient(self.switches_in, total, self.run_ns)
         rec["exited"] = self.exited
         rec.update({category_column(c): v for c, v in self.categories().items()})
         rec.update(sys_counts)

@@ -78,7 +78,7 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
     out["sleep_ns"] = out["sleep_ns"].to_numpy(dtype=np.int64) + np.rint(quiet * from_s * 1e9).astype(np.int64) * threads
     out["dur_s"] = long_dur[b]
     out["t_start"] = t0 + b * r * from_s
-    out["insufficient"] = [is_insufficient(int(s), int(n)) for s, n in zip(out["switches_in"], out["syscalls"])]
+    out["insufficient"] = is_insufficient(out["switches_in"], out["syscalls"], out["run_ns"])
     out["label"] = out["label"].where(out["label"].notna(), None)
     out["source"] = out["source"].where(out["source"].notna(), None)
     return out.loc[:, list(COLUMNS)].sort_values(["t_start", "pid"], kind="stable").reset_index(drop=True)

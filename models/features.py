@@ -26,13 +26,15 @@ __all__ = [
 ]
 
 RAW_COLUMNS: tuple[str, ...] = (
-    ("dur_s",) + SCHED_COLUMNS + ("read_bytes", "write_bytes", "syscalls") + CATEGORY_COLUMNS
+    ("dur_s", "nthreads") + SCHED_COLUMNS + ("read_bytes", "write_bytes", "syscalls") + CATEGORY_COLUMNS
     + ("rchar", "wchar") + SOCKET_COLUMNS
 )
 """Trace columns the transform reads, in the order of its input matrix."""
 
 _COUNT_RATES = ("switches_in", "voluntary", "involuntary", "run_wait_transitions", "wakeups", "wakes_others")
 _TIMES = ("run_ns", "runq_ns", "sleep_ns", "block_ns")
+_ALIVE_RATES = ("run_us", "runq_us", "switches_in", "voluntary", "involuntary", "read_bytes", "write_bytes",
+                "rchar", "wchar", "futex", "net_calls")
 
 FEATURE_NAMES: tuple[str, ...] = (
     tuple(f"prop_{c}" for c in CATEGORIES)
@@ -47,6 +49,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch", "log_io_bytes_per_call")
     + ("log_rate_net_calls", "net_call_share", "log_net_tx_bytes_per_call",
        "log_net_tx_bytes_per_rx", "log_rate_unix_calls", "log_idle_max_wait_ms")
+    + tuple(f"log_{c}_per_alive_s" for c in _ALIVE_RATES)
 )
 """Every feature the transform can produce, in output order."""
 
@@ -58,10 +61,22 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
 )
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
 
-TREE_FEATURE_NAMES: tuple[str, ...] = tuple(n for n in PROC_FEATURE_NAMES if n != "log_io_bytes_per_switch") + (
-    "prop_ioctl", "log_rate_futex", "log_file_calls_per_wakeup",
+PER_ALIVE: dict[str, str] = {
+    "log_run_us_per_s": "log_run_us_per_alive_s", "log_runq_us_per_s": "log_runq_us_per_alive_s",
+    "log_rate_switches_in": "log_switches_in_per_alive_s", "log_rate_voluntary": "log_voluntary_per_alive_s",
+    "log_rate_involuntary": "log_involuntary_per_alive_s", "log_rate_read_bytes": "log_read_bytes_per_alive_s",
+    "log_rate_write_bytes": "log_write_bytes_per_alive_s", "log_rate_rchar": "log_rchar_per_alive_s",
+    "log_rate_wchar": "log_wchar_per_alive_s", "log_rate_futex": "log_futex_per_alive_s",
+    "log_rate_net_calls": "log_net_calls_per_alive_s",
+}
+"""A rate per second of window to the same rate per second the process was alive."""
+
+TREE_FEATURE_NAMES: tuple[str, ...] = tuple(
+    PER_ALIVE.get(n, n) for n in PROC_FEATURE_NAMES if n != "log_io_bytes_per_switch"
+) + (
+    "prop_ioctl", "log_futex_per_alive_s", "log_file_calls_per_wakeup",
     "log_io_bytes_per_call", "log_idle_max_wait_ms", "log_net_tx_bytes_per_call",
-    "log_rate_net_calls",
+    "log_net_calls_per_alive_s",
 )
 """The decision tree's features: the scheduler and byte figures of the /proc fallback (less
 bytes per switch) plus coarse syscall signals (the share of ioctl, e.g. terminal control;
@@ -69,10 +84,12 @@ futex rate, i.e. thread hand-offs; file calls per wake-up), bytes per
 read/write/send/recv call (request size: small pages vs. large files), the longest single
 wait of a process that was mostly idle (think time, not a thread waiting on its sibling), and
 the socket figures (IPv4/IPv6 calls per second and bytes per send, whatever syscall made
-them). Chosen by greedy selection on the leave-one-application-out macro-F1 at 1, 2 and 5 s
-(bench/CLASSIFIER.md), so the figures for this set are optimistic. `uses_network` (any
-network-named syscall) is left out: the kernel's socket counts measure the same thing
-directly, and the name proxy is 0 for servers that read their sockets with read() (node)."""
+them). Rates are per second the process was alive (PER_ALIVE): a compiler pass that lived
+0.3 s of a 5 s window ran flat out, it did not idle at 6 %. Chosen by greedy selection on the
+leave-one-application-out macro-F1 at 1, 2 and 5 s (bench/CLASSIFIER.md), so the figures for
+this set are optimistic. `uses_network` (any network-named syscall) is left out: the kernel's
+socket counts measure the same thing directly, and the name proxy is 0 for servers that read
+their sockets with read() (node)."""
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": FEATURE_NAMES, "tree": TREE_FEATURE_NAMES, "proc": PROC_FEATURE_NAMES,
@@ -135,6 +152,17 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     # Share of the window the process did not run (0 for one busy thread or more): a long
     # wait of an idle process is think time, that of a busy one is a thread waiting on another.
     idle = 1.0 - np.minimum(col("run_ns") / 1e9 / dur, 1.0)
+    # Seconds of the window the process was alive (born or exited inside it: less than the
+    # window): its threads' accounted time per thread. Only BPF rows account for sleep; rows
+    # without syscall counts (/proc) keep the window. Exited threads are not in nthreads, so a
+    # many-threaded process that exited is credited too long a life (never beyond the window).
+    accounted = times.sum(axis=1) / 1e9 / np.maximum(col("nthreads"), 1.0)
+    alive = np.where(syscalls > 0, np.clip(accounted, 1e-3, dur), dur)
+    futex = cats[:, CATEGORIES.index("futex")]
+    per_alive = np.column_stack([
+        col("run_ns") / 1e3, col("runq_ns") / 1e3, switches, col("voluntary"), col("involuntary"),
+        col("read_bytes"), col("write_bytes"), col("rchar"), col("wchar"), futex, net_calls,
+    ]) / alive[:, None]
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),
@@ -160,6 +188,7 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
         np.log1p(_safe_div(col("net_tx_bytes"), col("net_rx")))[:, None],
         np.log1p(col("unix_calls") / dur)[:, None],
         np.log1p(col("max_wait_ns") / 1e6 * idle)[:, None],
+        np.log1p(per_alive),
     ]
     out = np.hstack(parts)
     np.maximum(out, 0.0, out=out)  # counters never go negative; clamp corrupt rows instead of NaN

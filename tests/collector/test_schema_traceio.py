@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from procsift.collector import TraceError, TraceMeta, Window, read_trace, windows_to_frame, write_trace
-from procsift.collector.schema import COLUMNS, SCHEMA_VERSION
+from procsift.collector.schema import COLUMNS, SCHEMA_VERSION, is_insufficient
 
 
 def _rows() -> list[Window]:
@@ -39,7 +40,15 @@ def test_insufficient_window() -> None:
     quiet = Window(host="h", t_start=0, dur_s=1, pid=1, start_time=1, switches_in=4)
     assert quiet.insufficient
     assert not Window(host="h", t_start=0, dur_s=1, pid=1, start_time=1, switches_in=5).insufficient
-    assert not Window(host="h", t_start=0, dur_s=1, pid=1, start_time=1, syscalls={"read": 1}).insufficient
+    # A timer tick (one wake-up, one or two calls, well under 1 ms of CPU) is too little too;
+    # a third call, a second wake-up or a millisecond on a CPU makes it behaviour.
+    tick = dict(host="h", t_start=0, dur_s=1, pid=1, start_time=1, switches_in=1, run_ns=50_000)
+    assert Window(**tick, syscalls={"epoll_wait": 1, "read": 1}).insufficient  # type: ignore[arg-type]
+    assert not Window(**tick, syscalls={"epoll_wait": 1, "read": 2}).insufficient  # type: ignore[arg-type]
+    assert not Window(**{**tick, "switches_in": 2}, syscalls={"read": 1}).insufficient  # type: ignore[arg-type]
+    assert not Window(**{**tick, "run_ns": 1_000_000}, syscalls={"read": 1}).insufficient  # type: ignore[arg-type]
+    flags = is_insufficient(np.array([4, 1, 1]), np.array([0, 2, 3]), np.array([0, 0, 0]))
+    assert flags.tolist() == [True, True, False]
 
 
 @pytest.mark.parametrize("ext", ["parquet", "csv", "arff"])

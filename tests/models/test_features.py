@@ -75,9 +75,10 @@ def test_training_on_proc_rows_is_refused_clearly(tmp_path, make_frame: Callable
 
 def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
     from procsift.models import TREE_FEATURE_NAMES
-    from procsift.models.features import PROC_FEATURE_NAMES
+    from procsift.models.features import PER_ALIVE, PROC_FEATURE_NAMES
     assert set(TREE_FEATURE_NAMES) <= set(FEATURE_NAMES)
-    assert set(PROC_FEATURE_NAMES) - {"log_io_bytes_per_switch"} <= set(TREE_FEATURE_NAMES)
+    assert {PER_ALIVE.get(n, n) for n in PROC_FEATURE_NAMES} - {"log_io_bytes_per_switch"} <= set(TREE_FEATURE_NAMES)
+    assert set(PER_ALIVE.values()) <= set(FEATURE_NAMES)
     w = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=10, wakeups=10,
                run_ns=1_000_000, syscalls={"read": 30, "write": 10, "sendto": 5})
     raw = raw_matrix(windows_to_frame([w]))
@@ -90,6 +91,23 @@ def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
     assert full[0, i("log_file_calls_per_wakeup")] == pytest.approx(np.log1p(40 / 10))
     with pytest.raises(ValueError, match="feature_set"):
         FeatureTransform(feature_set="nope").fit(raw)
+
+
+def test_rates_per_alive_second_do_not_dilute_a_short_life() -> None:
+    """A process that lived 0.1 s of a 1 s window (0.05 s running) ran half of its life; one
+    alive all window with 4 threads is alive 1 s; a /proc row (no sleep measured) keeps the window."""
+    i = FEATURE_NAMES.index
+    short = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, run_ns=50_000_000, sleep_ns=50_000_000,
+                   switches_in=10, exited=True, syscalls={"read": 10})
+    long = Window(host="h", t_start=0, dur_s=1.0, pid=2, start_time=1, nthreads=4, run_ns=50_000_000,
+                  sleep_ns=3_950_000_000, switches_in=10, syscalls={"read": 10})
+    proc = Window(host="h", t_start=0, dur_s=1.0, pid=3, start_time=1, run_ns=50_000_000, switches_in=10)
+    f = FeatureTransform().fit_transform(raw_matrix(windows_to_frame([short, long, proc])))
+    assert f[0, i("log_run_us_per_alive_s")] == pytest.approx(np.log1p(500_000))
+    assert f[0, i("log_switches_in_per_alive_s")] == pytest.approx(np.log1p(100))
+    assert f[0, i("log_run_us_per_s")] == pytest.approx(np.log1p(50_000))
+    assert f[1, i("log_run_us_per_alive_s")] == pytest.approx(np.log1p(50_000))
+    assert f[2, i("log_run_us_per_alive_s")] == pytest.approx(np.log1p(50_000))
 
 
 def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
@@ -107,7 +125,7 @@ def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
     assert full[:, i("log_io_bytes_per_call")] == pytest.approx(np.log1p([100_000, 5_000, 10_000]))
     assert full[:, i("log_io_bytes_per_switch")] == pytest.approx(np.log1p([100_000, 10_000, 20_000]))
     assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000, 0]))
-    from procsift.models.features import PROC_FEATURE_NAMES
+    from procsift.models.features import PER_ALIVE, PROC_FEATURE_NAMES
     assert {"log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch"} <= set(PROC_FEATURE_NAMES)
 
 
