@@ -21,7 +21,7 @@ _FIRST = ["host", "pid", "start_time", "ppid", "comm", "exe", "uid", "cgroup", "
 assert set(_SUM + _MAX + _LAST + _FIRST + ["t_start", "insufficient", "exited"]) >= set(COLUMNS) - set(IO_COLUMNS) - {"rss_bytes"}
 
 
-def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame:
+def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float, phase: int = 0) -> pd.DataFrame:
     """Fold windows of `from_s` seconds into windows of `to_s` (an integer multiple), per process.
 
     The result is what the collector would have written with `to_s` windows. Counts and times
@@ -32,11 +32,16 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame
     window in which the process was alive: from its first row until its exit, or the trace's
     end if it did not exit. (A process already running but quiet when the trace began counts
     from its first row.) Windows are grouped by their place in time from the trace's first
-    window, empty windows included; `frame` is one trace.
+    window, empty windows included; `frame` is one trace. `phase` drops the trace's first
+    `phase` short windows, so the long windows start that much later (as if the recording had):
+    the same data cut at another of the `to_s / from_s` possible offsets.
     """
     ratio = to_s / from_s
     if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
         raise TrainingDataError(f"cannot make {to_s:g} s windows from {from_s:g} s ones (not a whole multiple)")
+    if phase:
+        t = frame["t_start"].to_numpy(dtype=np.float64)
+        frame = frame[t >= t.min() + (phase - 0.5) * from_s] if len(t) else frame
     if round(ratio) == 1 or frame.empty:
         return frame
     r = int(round(ratio))

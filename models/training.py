@@ -41,8 +41,12 @@ class TraceSet:
 
 
 def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None = None,
-                progress: Progress | None = None) -> TraceSet:
-    """Read traces and re-aggregate them to `window_s` (None: the longest window among them)."""
+                progress: Progress | None = None, phase: int = 0) -> TraceSet:
+    """Read traces and re-aggregate them to `window_s` (None: the longest window among them).
+
+    `phase`: skip each trace's first `phase` windows, so the long windows start there (see
+    `reaggregate`).
+    """
     if not paths:
         raise TrainingDataError("no trace files given")
     loaded = []
@@ -54,7 +58,7 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
     target = window_s if window_s is not None else max(t.meta.window_s for _, t in loaded)
     frames, files = [], []
     for p, trace in loaded:
-        frame = reaggregate(trace.frame, trace.meta.window_s, target)
+        frame = reaggregate(trace.frame, trace.meta.window_s, target, phase)
         # The flag follows today's rule, whichever rule the recording was made under.
         frame = frame.assign(insufficient=is_insufficient(frame["switches_in"], frame["syscalls"], frame["run_ns"]))
         frames.append(frame)

@@ -173,3 +173,7 @@ def test_reaggregation_gives_what_a_long_window_would_have_measured() -> None:
     lone = reaggregate(windows_to_frame([w(0, 7), w(7, 7), w(8, 7)]), 0.5, 1.0)
     assert lone["t_start"].tolist() == [1000.0, 1003.0, 1004.0]
     assert lone["sleep_ns"].tolist() == [900_000_000 + 2 * 500_000_000, 900_000_000 + 2 * 500_000_000, 900_000_000]
+    # Another phase: the long windows start `phase` short windows later.
+    later = reaggregate(windows_to_frame(rows), 0.5, 2.0, phase=1).set_index(["pid", "t_start"])
+    assert (9, 1000.5) in later.index and (9, 1000.0) not in later.index
+    assert later.loc[(9, 1000.5), "run_ns"] == 4_000_000 and later.loc[(9, 1002.5), "run_ns"] == 1_000_000
