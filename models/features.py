@@ -62,12 +62,7 @@ PROC_FEATURE_NAMES: tuple[str, ...] = (
 """The features the /proc fallback collector can feed (it has no syscall counts, no sleep/block split)."""
 
 PER_ALIVE: dict[str, str] = {
-    "log_run_us_per_s": "log_run_us_per_alive_s", "log_runq_us_per_s": "log_runq_us_per_alive_s",
-    "log_rate_switches_in": "log_switches_in_per_alive_s", "log_rate_voluntary": "log_voluntary_per_alive_s",
-    "log_rate_involuntary": "log_involuntary_per_alive_s", "log_rate_read_bytes": "log_read_bytes_per_alive_s",
-    "log_rate_write_bytes": "log_write_bytes_per_alive_s", "log_rate_rchar": "log_rchar_per_alive_s",
-    "log_rate_wchar": "log_wchar_per_alive_s", "log_rate_futex": "log_futex_per_alive_s",
-    "log_rate_net_calls": "log_net_calls_per_alive_s",
+    (f"log_{c}_per_s" if c.endswith("_us") else f"log_rate_{c}"): f"log_{c}_per_alive_s" for c in _ALIVE_RATES
 }
 """A rate per second of window to the same rate per second the process was alive."""
 

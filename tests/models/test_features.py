@@ -78,7 +78,7 @@ def test_tree_feature_set_is_a_named_subset_with_the_new_ratios() -> None:
     from procsift.models.features import PER_ALIVE, PROC_FEATURE_NAMES
     assert set(TREE_FEATURE_NAMES) <= set(FEATURE_NAMES)
     assert {PER_ALIVE.get(n, n) for n in PROC_FEATURE_NAMES} - {"log_io_bytes_per_switch"} <= set(TREE_FEATURE_NAMES)
-    assert set(PER_ALIVE.values()) <= set(FEATURE_NAMES)
+    assert set(PER_ALIVE) | set(PER_ALIVE.values()) <= set(FEATURE_NAMES)
     w = Window(host="h", t_start=0, dur_s=1.0, pid=1, start_time=1, switches_in=10, wakeups=10,
                run_ns=1_000_000, syscalls={"read": 30, "write": 10, "sendto": 5})
     raw = raw_matrix(windows_to_frame([w]))
