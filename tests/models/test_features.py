@@ -125,7 +125,7 @@ def test_io_byte_features_measure_bytes_per_call_and_per_switch() -> None:
     assert full[:, i("log_io_bytes_per_call")] == pytest.approx(np.log1p([100_000, 5_000, 10_000]))
     assert full[:, i("log_io_bytes_per_switch")] == pytest.approx(np.log1p([100_000, 10_000, 20_000]))
     assert full[:, i("log_rate_wchar")] == pytest.approx(np.log1p([2_000_000, 1_000_000, 0]))
-    from procsift.models.features import PER_ALIVE, PROC_FEATURE_NAMES
+    from procsift.models.features import PROC_FEATURE_NAMES
     assert {"log_rate_rchar", "log_rate_wchar", "log_io_bytes_per_switch"} <= set(PROC_FEATURE_NAMES)
 
 
