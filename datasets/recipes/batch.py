@@ -76,12 +76,12 @@ def _tool(shell: str, comms: tuple[str, ...], programs: tuple[str, ...]) -> obje
     return run
 
 
-def _build(compiler: str, comms: tuple[str, ...]) -> object:
-    def run(recipe: Recipe, work: Path, out: Path) -> Labeller:
-        need("make", compiler)
-        src = make_c_project(work)
-        return _loop(recipe, work, out, f"make -s -j2 CC={compiler} clean all > /dev/null", by_comm(*comms), cwd=src)
-    return run
+def _build(recipe: Recipe, work: Path, out: Path) -> Labeller:
+    need("make", "gcc")
+    src = make_c_project(work)
+    # make and the gcc driver (cc, collect2) only wait for their children; the work is cc1, as, ld
+    comms = ("cc1", "as", "ld")
+    return _loop(recipe, work, out, "make -s -j2 clean all > /dev/null", by_comm(*comms), cwd=src)
 
 
 def _bg(name: str, source: str, run: object, apt: tuple[str, ...] = (), notes: str = "") -> Recipe:
@@ -101,13 +101,8 @@ RECIPES: list[Recipe] = [
     _bg("bg-checksum", "sha256sum", _tool("sha256sum {corpus} {text} > /dev/null; md5sum {corpus} > /dev/null",
                                            ("sha256sum", "md5sum"), ("sha256sum", "md5sum")), (),
         "sha256sum and md5sum over the corpus and the text file"),
-    # make and the gcc driver (cc, collect2) only wait for their children; the work is cc1, as, ld
-    _bg("bg-make", "gcc-make", _build("gcc", ("cc1", "as", "ld")), ("make", "gcc"),
+    _bg("bg-make", "gcc-make", _build, ("make", "gcc"),
         "make -j2 clean all of a generated 48-file C project (gcc -O2); cc1, as, ld labelled (make and the gcc driver only wait)"),
-    # clang compiles in its own process (in-process cc1, integrated assembler): the work is clang, ld
-    _bg("bg-clang-make", "clang-make", _build("clang", ("clang", "ld")), ("make", "clang"),
-        "make -j2 CC=clang clean all of the same generated project (clang 14 -O2, compiling in-process with its "
-        "integrated assembler); clang and ld labelled (so is the one clang driver per build that only runs ld)"),
     _bg("bg-find-du", "find-du", _tool("find /usr -xdev -type f -printf '%s %p\\n' > /dev/null; du -sx /usr > /dev/null",
                                         ("find", "du"), ("find", "du")), (),
         "find and du over /usr (warm cache after the first pass)"),
