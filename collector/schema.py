@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from procsift.collector.syscalls import CATEGORIES, SYSCALL_NAMES, category_of
 
 __all__ = [
@@ -77,14 +75,12 @@ INT_COLUMNS: frozenset[str] = frozenset(COLUMNS) - STR_COLUMNS - FLOAT_COLUMNS -
 def is_insufficient(switches_in: Any, syscalls: Any, run_ns: Any) -> Any:
     """True when a window holds too little activity to judge (the process keeps its label).
 
-    Works on numbers or on equal-length arrays (then an array of flags). With no syscall
-    counts (the /proc collector, or none made): fewer than MIN_DISPATCHES dispatches. With
-    them: a timer tick (see MIN_SYSCALLS).
+    With no syscall counts (the /proc collector, or none made): fewer than MIN_DISPATCHES
+    dispatches. With them: a timer tick (see MIN_SYSCALLS). Plain numbers give a bool (the
+    daemon's per-window call); numpy arrays or pandas Series give flags element by element.
     """
-    switches_in, syscalls, run_ns = (np.asarray(x) for x in (switches_in, syscalls, run_ns))
-    quiet = np.where(syscalls == 0, switches_in < MIN_DISPATCHES,
-                     (switches_in <= 1) & (syscalls < MIN_SYSCALLS) & (run_ns < IDLE_RUN_NS))
-    return bool(quiet) if quiet.ndim == 0 else quiet
+    return ((syscalls == 0) & (switches_in < MIN_DISPATCHES)) | (
+        (syscalls != 0) & (switches_in <= 1) & (syscalls < MIN_SYSCALLS) & (run_ns < IDLE_RUN_NS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,8 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float, phase: int = 0)
     window in which the process was alive: from its first row until its exit, or the trace's
     end if it did not exit. (A process already running but quiet when the trace began counts
     from its first row.) Windows are grouped by their place in time from the trace's first
-    window, empty windows included; `frame` is one trace. `phase` drops the trace's first
+    window, empty windows included; `frame` is one trace. The `insufficient` flag is
+    recomputed by today's rule, even when no folding is needed. `phase` drops the trace's first
     `phase` short windows, so the long windows start that much later (as if the recording had):
     the same data cut at another of the `to_s / from_s` possible offsets.
     """
@@ -43,7 +44,8 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float, phase: int = 0)
         t = frame["t_start"].to_numpy(dtype=np.float64)
         frame = frame[t >= t.min() + (phase - 0.5) * from_s] if len(t) else frame
     if round(ratio) == 1 or frame.empty:
-        return frame
+        # The flag follows today's rule, whichever rule the recording was made under.
+        return frame.assign(insufficient=is_insufficient(frame["switches_in"], frame["syscalls"], frame["run_ns"]))
     r = int(round(ratio))
     # A window's place on the trace's grid: whole windows since the first. Real windows jitter
     # by milliseconds around their length, and a window in which no recorded process did

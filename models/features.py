@@ -153,11 +153,9 @@ def compute_features(raw: np.ndarray) -> np.ndarray:
     # many-threaded process that exited is credited too long a life (never beyond the window).
     accounted = times.sum(axis=1) / 1e9 / np.maximum(col("nthreads"), 1.0)
     alive = np.where(syscalls > 0, np.clip(accounted, 1e-3, dur), dur)
-    futex = cats[:, CATEGORIES.index("futex")]
-    per_alive = np.column_stack([
-        col("run_ns") / 1e3, col("runq_ns") / 1e3, switches, col("voluntary"), col("involuntary"),
-        col("read_bytes"), col("write_bytes"), col("rchar"), col("wchar"), futex, net_calls,
-    ]) / alive[:, None]
+    amounts = {"run_us": col("run_ns") / 1e3, "runq_us": col("runq_ns") / 1e3, "switches_in": switches,
+               "futex": cats[:, CATEGORIES.index("futex")], "net_calls": net_calls}
+    per_alive = np.column_stack([amounts[c] if c in amounts else col(c) for c in _ALIVE_RATES]) / alive[:, None]
     parts = [
         _safe_div(cats, syscalls[:, None]),
         np.log1p(cats / dur[:, None]),

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from procsift.collector.schema import is_insufficient
 from procsift.collector.traceio import read_trace
 from procsift.models.aggregate import reaggregate
 from procsift.models.bundle import Bundle, build_metadata, file_sha256
@@ -59,8 +58,6 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
     frames, files = [], []
     for p, trace in loaded:
         frame = reaggregate(trace.frame, trace.meta.window_s, target, phase)
-        # The flag follows today's rule, whichever rule the recording was made under.
-        frame = frame.assign(insufficient=is_insufficient(frame["switches_in"], frame["syscalls"], frame["run_ns"]))
         frames.append(frame)
         files.append({"name": p.name, "sha256": file_sha256(p), "windows": int(len(trace.frame)),
                       "window_s": trace.meta.window_s, "collector": trace.meta.collector})
