@@ -75,12 +75,15 @@ INT_COLUMNS: frozenset[str] = frozenset(COLUMNS) - STR_COLUMNS - FLOAT_COLUMNS -
 def is_insufficient(switches_in: Any, syscalls: Any, run_ns: Any) -> Any:
     """True when a window holds too little activity to judge (the process keeps its label).
 
-    With no syscall counts (the /proc collector, or none made): fewer than MIN_DISPATCHES
-    dispatches. With them: a timer tick (see MIN_SYSCALLS). Plain numbers give a bool (the
-    daemon's per-window call); numpy arrays or pandas Series give flags element by element.
+    Only a window under IDLE_RUN_NS on a CPU can be too quiet: a process that computed all
+    window without a syscall or a switch (a CPU loop alone on its core) is busy, not quiet.
+    Below that, with no syscall counts (the /proc collector, or none made): fewer than
+    MIN_DISPATCHES dispatches; with them, a timer tick (see MIN_SYSCALLS). Plain numbers give
+    a bool (the daemon's per-window call); numpy arrays or pandas Series give flags element by
+    element.
     """
-    return ((syscalls == 0) & (switches_in < MIN_DISPATCHES)) | (
-        (syscalls != 0) & (switches_in <= 1) & (syscalls < MIN_SYSCALLS) & (run_ns < IDLE_RUN_NS))
+    return (run_ns < IDLE_RUN_NS) & (((syscalls == 0) & (switches_in < MIN_DISPATCHES)) | (
+        (switches_in <= 1) & (syscalls < MIN_SYSCALLS)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,20 @@
 Each recipe loops one real tool over real input for the recording's length, under
 `timeout`, launched by `procsift record -- ...`; only the tool's own processes are labelled
 (the looping shell and `timeout` stay unlabelled).
+
+The `-starved` recipes run a tool the way procsift's background profile leaves it on a busy
+machine: SCHED_IDLE and the idle I/O class, while three unrecorded contenders (on two cores)
+take the CPU in phases of 0-100 % duty, so the tool runs in whatever time is left and spends
+the rest on the run queue. Background work must keep its label after procsift has placed it.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
-from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, need, record_command
+from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, need, record_command, start, stop
 
 __all__ = ["RECIPES", "make_inputs"]
 
@@ -58,21 +64,49 @@ def make_c_project(work: Path, files: int = 48) -> Path:
     return src
 
 
-def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cwd: Path | None = None) -> Labeller:
+# One contender: phases of 2-8 s, each with a duty cycle (0-100 %) over 10-50 ms periods.
+CONTENDER = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+end = time.monotonic() + float(sys.argv[2])
+while (now := time.monotonic()) < end:
+    until = min(end, now + rng.uniform(2, 8))
+    duty, period = rng.choice((0.0, 0.3, 0.6, 0.8, 0.9, 1.0)), rng.uniform(0.01, 0.05)
+    while (t := time.monotonic()) < until:
+        while time.monotonic() - t < duty * period:
+            pass
+        if duty < 1:
+            time.sleep((1 - duty) * period)
+"""
+CONTENDERS = 3
+
+
+def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cwd: Path | None = None,
+          starved: bool = False) -> Labeller:
     cmd = ["timeout", f"{recipe.duration_s:g}", "bash", "-c", f"while :; do {shell}; done"]
-    rc = record_command(out, cmd, recipe, work / f"{recipe.name}.record.log", cwd=cwd)
+    contenders = []
+    if starved:
+        need("chrt", "ionice")
+        cmd = ["ionice", "-c", "3", "chrt", "--idle", "0"] + cmd
+        contenders = [start([sys.executable, "-c", CONTENDER, str(seed), f"{recipe.duration_s + 5:g}"], "contender")
+                      for seed in range(CONTENDERS)]
+    try:
+        rc = record_command(out, cmd, recipe, work / f"{recipe.name}.record.log", cwd=cwd)
+    finally:
+        for c in contenders:
+            stop(c)
     if rc != 0:
         raise RuntimeError(f"procsift record exited with {rc}; see {work / (recipe.name + '.record.log')}")
     return label
 
 
-def _tool(shell: str, comms: tuple[str, ...], programs: tuple[str, ...]) -> object:
+def _tool(shell: str, comms: tuple[str, ...], programs: tuple[str, ...], starved: bool = False) -> object:
     def run(recipe: Recipe, work: Path, out: Path) -> Labeller:
         need(*programs)
         shared = work.parent / "inputs"
         shared.mkdir(exist_ok=True)
         inputs = make_inputs(shared)
-        return _loop(recipe, work, out, shell.format(work=work, **inputs), by_comm(*comms))
+        return _loop(recipe, work, out, shell.format(work=work, **inputs), by_comm(*comms), starved=starved)
     return run
 
 
@@ -87,6 +121,8 @@ def _build(recipe: Recipe, work: Path, out: Path) -> Labeller:
 def _bg(name: str, source: str, run: object, apt: tuple[str, ...] = (), notes: str = "") -> Recipe:
     return Recipe(name, "background", source, run, duration_s=60, apt=apt, notes=notes)  # type: ignore[arg-type]
 
+
+PI = "echo 'scale=2500; 4*a(1)' | bc -l > /dev/null"
 
 RECIPES: list[Recipe] = [
     _bg("bg-xz", "xz", _tool("xz -6 -T1 -c {corpus} > /dev/null", ("xz",), ("xz",)), ("xz-utils",),
@@ -110,4 +146,18 @@ RECIPES: list[Recipe] = [
         "pigz -6 with 2 compression threads over the same corpus (threads handing blocks over by futex)"),
     _bg("bg-bzip2", "bzip2", _tool("bzip2 -9 -c {corpus} > /dev/null", ("bzip2",), ("bzip2",)), ("bzip2",),
         "bzip2 -9 over the same corpus"),
+    _bg("bg-bc-pi", "bc-pi", _tool(PI, ("bc",), ("bc",)), ("bc",),
+        "bc -l computing pi to 2,500 digits (no system calls while it computes, like a bare CPU loop)"),
+    # The same tools after procsift's background profile, on a busy machine (module docstring).
+    _bg("bg-xz-starved", "xz", _tool("xz -6 -T1 -c {corpus} > /dev/null", ("xz",), ("xz",), starved=True),
+        ("xz-utils",), "bg-xz under SCHED_IDLE and idle I/O while three contenders take the CPU in phases"),
+    _bg("bg-gzip-starved", "gzip", _tool("gzip -6 -c {corpus} > /dev/null", ("gzip",), ("gzip",), starved=True),
+        (), "bg-gzip, starved the same way"),
+    _bg("bg-checksum-starved", "sha256sum",
+        _tool("sha256sum {corpus} {text} > /dev/null; md5sum {corpus} > /dev/null", ("sha256sum", "md5sum"),
+              ("sha256sum", "md5sum"), starved=True), (), "bg-checksum, starved the same way"),
+    _bg("bg-bzip2-starved", "bzip2", _tool("bzip2 -9 -c {corpus} > /dev/null", ("bzip2",), ("bzip2",), starved=True),
+        ("bzip2",), "bg-bzip2, starved the same way"),
+    _bg("bg-bc-pi-starved", "bc-pi", _tool(PI, ("bc",), ("bc",), starved=True), ("bc",),
+        "bg-bc-pi, starved the same way (what the end-to-end benchmark's CPU hogs look like once idled)"),
 ]

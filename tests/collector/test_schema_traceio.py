@@ -47,8 +47,11 @@ def test_insufficient_window() -> None:
     assert not Window(**tick, syscalls={"epoll_wait": 1, "read": 2}).insufficient  # type: ignore[arg-type]
     assert not Window(**{**tick, "switches_in": 2}, syscalls={"read": 1}).insufficient  # type: ignore[arg-type]
     assert not Window(**{**tick, "run_ns": 1_000_000}, syscalls={"read": 1}).insufficient  # type: ignore[arg-type]
-    flags = is_insufficient(np.array([4, 1, 1]), np.array([0, 2, 3]), np.array([0, 0, 0]))
-    assert flags.tolist() == [True, True, False]
+    # A CPU loop alone on its core: no syscall, no switch, but the whole window on a CPU.
+    assert not Window(host="h", t_start=0, dur_s=1, pid=1, start_time=1, switches_in=0,
+                      run_ns=900_000_000).insufficient
+    flags = is_insufficient(np.array([4, 1, 1, 0]), np.array([0, 2, 3, 0]), np.array([0, 0, 0, 500_000_000]))
+    assert flags.tolist() == [True, True, False, False]
 
 
 @pytest.mark.parametrize("ext", ["parquet", "csv", "arff"])
