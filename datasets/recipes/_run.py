@@ -6,13 +6,15 @@ Every process here is started by the recipe, in its own session, and ended by it
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import pandas as pd
 from procsift.collector.traceio import read_trace, write_trace
 
 __all__ = ["Recipe", "Owned", "start", "stop", "record_pids", "record_command", "relabel", "procsift_bin",
-           "WINDOW_S", "wait_port"]
+           "WINDOW_S", "wait_port", "contenders", "contended"]
 
 WINDOW_S = 0.5
 """Recordings use 0.5 s windows so they re-aggregate to 1, 2, 5 and 10 s."""
@@ -119,6 +121,44 @@ def record_command(out: Path, command: Sequence[str], recipe: Recipe, log: Path,
         return rec.proc.wait(recipe.duration_s + 60)
     finally:
         stop(rec)
+
+
+# One CPU contender: phases of 2-8 s, each with a duty cycle (0-100 %) over 10-50 ms periods.
+CONTENDER = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+end = time.monotonic() + float(sys.argv[2])
+while (now := time.monotonic()) < end:
+    until = min(end, now + rng.uniform(2, 8))
+    duty, period = rng.choice((0.0, 0.3, 0.6, 0.8, 0.9, 1.0)), rng.uniform(0.01, 0.05)
+    while (t := time.monotonic()) < until:
+        while time.monotonic() - t < duty * period:
+            pass
+        if duty < 1:
+            time.sleep((1 - duty) * period)
+"""
+CONTENDERS = 3
+"""Contenders on this 2-CPU machine: together they want 0-3 CPUs, 1.8 on average."""
+
+
+@contextlib.contextmanager
+def contenders(seconds: float, n: int = CONTENDERS) -> Iterator[list[Owned]]:
+    """A busy machine for `seconds` at most: `n` CPU contenders at normal priority, outside any
+    recording, ended when the block ends."""
+    owned = [start([sys.executable, "-c", CONTENDER, str(seed), f"{seconds:g}"], "contender") for seed in range(n)]
+    try:
+        yield owned
+    finally:
+        for c in owned:
+            stop(c)
+
+
+def contended(recipe: Recipe, name: str, notes: str) -> Recipe:
+    """`recipe` recorded again on a busy machine (contenders()), same label and source."""
+    def run(r: Recipe, work: Path, out: Path) -> Labeller:
+        with contenders(r.duration_s + 30):
+            return recipe.run(r, work, out)
+    return dataclasses.replace(recipe, name=name, run=run, notes=notes)
 
 
 MIN_WINDOWS = 2

@@ -12,11 +12,11 @@ the rest on the run queue. Background work must keep its label after procsift ha
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
-import sys
 from pathlib import Path
 
-from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, need, record_command, start, stop
+from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, contenders, need, record_command
 
 __all__ = ["RECIPES", "make_inputs"]
 
@@ -64,37 +64,14 @@ def make_c_project(work: Path, files: int = 48) -> Path:
     return src
 
 
-# One contender: phases of 2-8 s, each with a duty cycle (0-100 %) over 10-50 ms periods.
-CONTENDER = """
-import random, sys, time
-rng = random.Random(int(sys.argv[1]))
-end = time.monotonic() + float(sys.argv[2])
-while (now := time.monotonic()) < end:
-    until = min(end, now + rng.uniform(2, 8))
-    duty, period = rng.choice((0.0, 0.3, 0.6, 0.8, 0.9, 1.0)), rng.uniform(0.01, 0.05)
-    while (t := time.monotonic()) < until:
-        while time.monotonic() - t < duty * period:
-            pass
-        if duty < 1:
-            time.sleep((1 - duty) * period)
-"""
-CONTENDERS = 3
-
-
 def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cwd: Path | None = None,
           starved: bool = False) -> Labeller:
     cmd = ["timeout", f"{recipe.duration_s:g}", "bash", "-c", f"while :; do {shell}; done"]
-    contenders = []
     if starved:
         need("chrt", "ionice")
         cmd = ["ionice", "-c", "3", "chrt", "--idle", "0"] + cmd
-        contenders = [start([sys.executable, "-c", CONTENDER, str(seed), f"{recipe.duration_s + 5:g}"], "contender")
-                      for seed in range(CONTENDERS)]
-    try:
+    with contenders(recipe.duration_s + 5) if starved else contextlib.nullcontext():
         rc = record_command(out, cmd, recipe, work / f"{recipe.name}.record.log", cwd=cwd)
-    finally:
-        for c in contenders:
-            stop(c)
     if rc != 0:
         raise RuntimeError(f"procsift record exited with {rc}; see {work / (recipe.name + '.record.log')}")
     return label

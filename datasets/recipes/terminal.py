@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, everything, need, record_pids
+from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, contended, everything, need, record_pids
 
 __all__ = ["RECIPES"]
 
@@ -157,3 +157,9 @@ RECIPES: list[Recipe] = [
     _recipe("int-w3m", "w3m", "w3m page0.html", W3M, apt=("w3m",),
             notes="the w3m text browser following links through four local pages"),
 ]
+
+# The same programs on a busy machine: three CPU contenders at normal priority beside them
+# (recipes/_run.py, contenders()), so that waiting for a CPU is seen under every label.
+_BY_NAME = {r.name: r for r in RECIPES}
+RECIPES += [contended(_BY_NAME[n], f"{n}-contended", f"{_BY_NAME[n].notes}; on a busy machine (three CPU contenders)")
+            for n in ('int-bash', 'int-vim', 'int-python', 'int-htop')]

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from procsift.datasets.recipes._run import (
-    Labeller, Owned, Recipe, children_of, everything, need, record_pids, start, stop, wait_port,
+    Labeller, Owned, Recipe, children_of, contended, everything, need, record_pids, start, stop, wait_port,
 )
 
 __all__ = ["RECIPES"]
@@ -314,3 +314,9 @@ RECIPES: list[Recipe] = [
     _images("bg-uvicorn-images", "uvicorn-images", _uvicorn, 18096, False, apt=("wrk",),
             notes="the uvicorn ASGI app streaming the same files; labelled background"),
 ]
+
+# The same servers on a busy machine: three CPU contenders at normal priority beside them
+# (recipes/_run.py, contenders()), so that waiting for a CPU is seen under every label.
+_BY_NAME = {r.name: r for r in RECIPES}
+RECIPES += [contended(_BY_NAME[n], f"{n}-contended", f"{_BY_NAME[n].notes}; on a busy machine (three CPU contenders)")
+            for n in ('html-nginx', 'html-lighttpd', 'html-python', 'html-gunicorn')]

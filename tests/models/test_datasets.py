@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from procsift.collector.schema import LABELS
 from procsift.collector.traceio import read_trace
 from procsift.datasets.recipes import RECIPES
+from procsift.datasets.recipes._run import contenders
 
 DATA = Path(__file__).resolve().parents[2] / "datasets" / "data"
 
@@ -39,3 +42,18 @@ def test_make_datasets_installs_every_recipe_package() -> None:
     declared = set(decl.replace("\\\n", " ").split("\n", 1)[0].split())
     wanted = {pkg for r in RECIPES for pkg in r.apt}
     assert wanted <= declared, sorted(wanted - declared)
+
+
+def test_contenders_burn_cpu_and_are_all_ended() -> None:
+    with contenders(30, n=2) as owned:
+        assert len(owned) == 2
+        time.sleep(1.5)
+        cpu = [_cpu_s(c.pid) for c in owned]
+        assert all(c.proc.poll() is None for c in owned)
+    assert cpu[0] > 0.5  # seed 0 opens with 7 s at an 80 % duty cycle (seed 1 with 2.8 s idle)
+    assert all(c.proc.poll() is not None for c in owned)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
