@@ -32,7 +32,7 @@ DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less
 	curl make gcc nodejs sqlite3 bc procps
 BUNDLE_WINDOW ?= 2
 
-# Re-record every dataset (needs root, ~40 min), then retrain the default bundle.
+# Re-record every dataset (needs root, ~60 min), then retrain the default bundle.
 datasets: setup
 	EXTRA_APT_PACKAGES="$(DATASET_APT)" bash scripts/setup.sh
 	$(PY) -m procsift.datasets.recipes --out datasets/data
