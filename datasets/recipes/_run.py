@@ -23,7 +23,7 @@ import pandas as pd
 from procsift.collector.traceio import read_trace, write_trace
 
 __all__ = ["Recipe", "Owned", "start", "stop", "record_pids", "record_command", "relabel", "procsift_bin",
-           "WINDOW_S", "wait_port", "contenders", "contended"]
+           "WINDOW_S", "wait_port", "contenders", "contended", "variants"]
 
 WINDOW_S = 0.5
 """Recordings use 0.5 s windows so they re-aggregate to 1, 2, 5 and 10 s."""
@@ -153,12 +153,19 @@ def contenders(seconds: float, n: int = CONTENDERS) -> Iterator[list[Owned]]:
             stop(c)
 
 
-def contended(recipe: Recipe, name: str, notes: str) -> Recipe:
-    """`recipe` recorded again on a busy machine (contenders()), same label and source."""
+def contended(recipe: Recipe) -> Recipe:
+    """`recipe` recorded again on a busy machine (contenders() beside it), same label and source."""
     def run(r: Recipe, work: Path, out: Path) -> Labeller:
         with contenders(r.duration_s + 30):
             return recipe.run(r, work, out)
-    return dataclasses.replace(recipe, name=name, run=run, notes=notes)
+    return dataclasses.replace(recipe, name=f"{recipe.name}-contended", run=run,
+                               notes=f"{recipe.notes}; on a busy machine ({CONTENDERS} CPU contenders)")
+
+
+def variants(recipes: Sequence[Recipe], names: Sequence[str], make: Callable[[Recipe], Recipe]) -> list[Recipe]:
+    """`make(recipe)` for each of `names`, in that order (a KeyError names a recipe that is missing)."""
+    by_name = {r.name: r for r in recipes}
+    return [make(by_name[n]) for n in names]
 
 
 MIN_WINDOWS = 2

@@ -13,10 +13,13 @@ the rest on the run queue. Background work must keep its label after procsift ha
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 from pathlib import Path
 
-from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, contenders, need, record_command
+from procsift.datasets.recipes._run import (
+    CONTENDERS, Labeller, Recipe, by_comm, contenders, need, record_command, variants,
+)
 
 __all__ = ["RECIPES", "make_inputs"]
 
@@ -64,9 +67,9 @@ def make_c_project(work: Path, files: int = 48) -> Path:
     return src
 
 
-def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cwd: Path | None = None,
-          starved: bool = False) -> Labeller:
+def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cwd: Path | None = None) -> Labeller:
     cmd = ["timeout", f"{recipe.duration_s:g}", "bash", "-c", f"while :; do {shell}; done"]
+    starved = bool(recipe.extra.get("starved"))
     if starved:
         need("chrt", "ionice")
         cmd = ["ionice", "-c", "3", "chrt", "--idle", "0"] + cmd
@@ -77,13 +80,13 @@ def _loop(recipe: Recipe, work: Path, out: Path, shell: str, label: Labeller, cw
     return label
 
 
-def _tool(shell: str, comms: tuple[str, ...], programs: tuple[str, ...], starved: bool = False) -> object:
+def _tool(shell: str, comms: tuple[str, ...], programs: tuple[str, ...]) -> object:
     def run(recipe: Recipe, work: Path, out: Path) -> Labeller:
         need(*programs)
         shared = work.parent / "inputs"
         shared.mkdir(exist_ok=True)
         inputs = make_inputs(shared)
-        return _loop(recipe, work, out, shell.format(work=work, **inputs), by_comm(*comms), starved=starved)
+        return _loop(recipe, work, out, shell.format(work=work, **inputs), by_comm(*comms))
     return run
 
 
@@ -93,6 +96,13 @@ def _build(recipe: Recipe, work: Path, out: Path) -> Labeller:
     # make and the gcc driver (cc, collect2) only wait for their children; the work is cc1, as, ld
     comms = ("cc1", "as", "ld")
     return _loop(recipe, work, out, "make -s -j2 clean all > /dev/null", by_comm(*comms), cwd=src)
+
+
+def _starved(recipe: Recipe) -> Recipe:
+    """`recipe` as procsift's background profile leaves it on a busy machine (module docstring)."""
+    return dataclasses.replace(recipe, name=f"{recipe.name}-starved", extra={**recipe.extra, "starved": True},
+                               notes=f"{recipe.notes}; under SCHED_IDLE and the idle I/O class beside "
+                                     f"{CONTENDERS} CPU contenders")
 
 
 def _bg(name: str, source: str, run: object, apt: tuple[str, ...] = (), notes: str = "") -> Recipe:
@@ -125,16 +135,7 @@ RECIPES: list[Recipe] = [
         "bzip2 -9 over the same corpus"),
     _bg("bg-bc-pi", "bc-pi", _tool(PI, ("bc",), ("bc",)), ("bc",),
         "bc -l computing pi to 2,500 digits (no system calls while it computes, like a bare CPU loop)"),
-    # The same tools after procsift's background profile, on a busy machine (module docstring).
-    _bg("bg-xz-starved", "xz", _tool("xz -6 -T1 -c {corpus} > /dev/null", ("xz",), ("xz",), starved=True),
-        ("xz-utils",), "bg-xz under SCHED_IDLE and idle I/O while three contenders take the CPU in phases"),
-    _bg("bg-gzip-starved", "gzip", _tool("gzip -6 -c {corpus} > /dev/null", ("gzip",), ("gzip",), starved=True),
-        (), "bg-gzip, starved the same way"),
-    _bg("bg-checksum-starved", "sha256sum",
-        _tool("sha256sum {corpus} {text} > /dev/null; md5sum {corpus} > /dev/null", ("sha256sum", "md5sum"),
-              ("sha256sum", "md5sum"), starved=True), (), "bg-checksum, starved the same way"),
-    _bg("bg-bzip2-starved", "bzip2", _tool("bzip2 -9 -c {corpus} > /dev/null", ("bzip2",), ("bzip2",), starved=True),
-        ("bzip2",), "bg-bzip2, starved the same way"),
-    _bg("bg-bc-pi-starved", "bc-pi", _tool(PI, ("bc",), ("bc",), starved=True), ("bc",),
-        "bg-bc-pi, starved the same way (what the end-to-end benchmark's CPU hogs look like once idled)"),
 ]
+
+# The same tools after procsift's background profile, on a busy machine (module docstring).
+RECIPES += variants(RECIPES, ("bg-xz", "bg-gzip", "bg-checksum", "bg-bzip2", "bg-bc-pi"), _starved)

@@ -13,7 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from procsift.datasets.recipes._run import Labeller, Recipe, by_comm, contended, everything, need, record_pids
+from procsift.datasets.recipes._run import (
+    Labeller, Recipe, by_comm, contended, everything, need, record_pids, variants,
+)
 
 __all__ = ["RECIPES"]
 
@@ -160,6 +162,4 @@ RECIPES: list[Recipe] = [
 
 # The same programs on a busy machine: three CPU contenders at normal priority beside them
 # (recipes/_run.py, contenders()), so that waiting for a CPU is seen under every label.
-_BY_NAME = {r.name: r for r in RECIPES}
-RECIPES += [contended(_BY_NAME[n], f"{n}-contended", f"{_BY_NAME[n].notes}; on a busy machine (three CPU contenders)")
-            for n in ('int-bash', 'int-vim', 'int-python', 'int-htop')]
+RECIPES += variants(RECIPES, ("int-bash", "int-vim", "int-python", "int-htop"), contended)

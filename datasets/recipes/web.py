@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from procsift.datasets.recipes._run import (
-    Labeller, Owned, Recipe, children_of, contended, everything, need, record_pids, start, stop, wait_port,
+    Labeller, Owned, Recipe, children_of, contended, everything, need, record_pids, start, stop, variants,
+    wait_port,
 )
 
 __all__ = ["RECIPES"]
@@ -317,6 +318,4 @@ RECIPES: list[Recipe] = [
 
 # The same servers on a busy machine: three CPU contenders at normal priority beside them
 # (recipes/_run.py, contenders()), so that waiting for a CPU is seen under every label.
-_BY_NAME = {r.name: r for r in RECIPES}
-RECIPES += [contended(_BY_NAME[n], f"{n}-contended", f"{_BY_NAME[n].notes}; on a busy machine (three CPU contenders)")
-            for n in ('html-nginx', 'html-lighttpd', 'html-python', 'html-gunicorn')]
+RECIPES += variants(RECIPES, ("html-nginx", "html-lighttpd", "html-python", "html-gunicorn"), contended)
