@@ -35,10 +35,10 @@ def f1_sweep(paths: list[Path], kinds: list[str], windows: list[float]) -> list[
     """Leave-one-application-out macro-F1 of each model at each window length."""
     out = []
     for w in windows:
-        ts = load_traces(paths, w)
+        ts = load_traces(paths, w, every_offset=True)
         for kind in kinds:
             t0 = time.perf_counter()
-            s = cross_validate(kind, ts.frame)
+            s = cross_validate(kind, ts.frame, train_frame=ts.fit_frame)
             out.append({"window_s": w, "model": kind, "macro_f1": s["macro_f1"],
                         "macro_f1_ci95": s["macro_f1_ci95"],
                         "smoothed_macro_f1": s["smoothed_macro_f1"], "accuracy": s["accuracy"],
@@ -54,18 +54,19 @@ def f1_sweep(paths: list[Path], kinds: list[str], windows: list[float]) -> list[
 def phases(paths: list[Path], windows: list[float]) -> list[dict[str, Any]]:
     """The tree's leave-one-application-out macro-F1 with the long windows cut at every offset.
 
-    A 5 s window made from 0.5 s recordings may start at any of ten offsets; the sweep uses
+    A 5 s window made from 0.5 s recordings may start at any of ten offsets; the sweep scores
     the first. Each offset is an equally valid data set, so the spread says how much the
-    sweep's single figure owes to where the windows happen to start.
+    sweep's single figure owes to where the held-out windows happen to start. The folds learn
+    from every offset (as `procsift train` does), so only the held-out cut changes.
     """
     out = []
     for w in windows:
-        ts = load_traces(paths, w)
-        n = int(round(w / min(f["window_s"] for f in ts.files)))
+        ts = load_traces(paths, w, every_offset=True)
+        n = ts.offsets
         if n < 2:
             continue
-        f1 = [cross_validate("tree", load_traces(paths, w, phase=k).frame)["macro_f1"] if k else
-              cross_validate("tree", ts.frame)["macro_f1"] for k in range(n)]
+        f1 = [cross_validate("tree", load_traces(paths, w, phase=k).frame if k else ts.frame,
+                             train_frame=ts.fit_frame)["macro_f1"] for k in range(n)]
         out.append({"window_s": w, "macro_f1": f1, "median": float(np.median(f1)),
                     "min": float(min(f1)), "max": float(max(f1)), "at_least_0_95": int(sum(x >= 0.95 for x in f1))})
         print(f"  tree {w:>5g} s at {n} offsets: median {np.median(f1):.3f}, {min(f1):.3f}-{max(f1):.3f}",
@@ -81,14 +82,14 @@ def unseen(paths: list[Path], sources: list[str], windows: list[float]) -> list[
     """
     out = []
     for w in windows:
-        frame = load_traces(paths, w).frame
-        rows = trainable_rows(frame)
+        ts = load_traces(paths, w, every_offset=True)
+        rows = trainable_rows(ts.frame)
         rows = rows[rows["source"].notna()]
         test = rows["source"].isin(sources).to_numpy()
         missing = set(sources) - set(rows.loc[test, "source"])
         if missing:
             raise SystemExit(f"no labelled windows for: {', '.join(sorted(missing))}")
-        pipe = fit_pipeline("tree", rows[~test])
+        pipe = fit_pipeline("tree", ts.fit_frame[~ts.fit_frame["source"].isin(sources)])
         pred = pipe.predict(rows.loc[test, list(input_columns("tree"))].to_numpy(dtype=np.float64))
         truth = rows.loc[test, "label"].to_numpy(dtype=object)
         s = score_predictions(truth, pred, [lab for lab in LABELS if lab in set(truth)])
@@ -103,7 +104,7 @@ def unseen(paths: list[Path], sources: list[str], windows: list[float]) -> list[
 
 def speed(paths: list[Path], kinds: list[str], window: float, repeats: int = 5) -> list[dict[str, Any]]:
     """Batch windows/s (>= 100k rows per batch) and single-window latency, per model."""
-    ts = load_traces(paths, window)
+    ts = load_traces(paths, window, every_offset=True)
     frame = ts.frame[~ts.frame["insufficient"]].reset_index(drop=True)
     reps = max(1, int(np.ceil(100_000 / len(frame))))
     big = pd.concat([frame] * reps, ignore_index=True)
@@ -138,12 +139,13 @@ def settling(paths: list[Path], window: float, k: int = 2, n: int = 3) -> dict[s
     process's first windows (its start-up included: the figures kept since the first run) and
     from a random point after its third window (a running process changing what it does).
     """
-    ts = load_traces(paths, window)
+    ts = load_traces(paths, window, every_offset=True)
     frame = ts.frame[ts.frame["label"].notna() & ts.frame["source"].notna()].reset_index(drop=True)
     preds = np.empty(len(frame), dtype=object)
     for src in sorted(frame["source"].unique()):
         test = (frame["source"] == src).to_numpy()
-        bundle = train_bundle("tree", type(ts)(frame[~test], window, ts.collectors, ts.files))
+        learn = ts.fit_frame[ts.fit_frame["source"] != src]
+        bundle = train_bundle("tree", type(ts)(frame[~test], window, ts.collectors, ts.files, learn))
         preds[test], _ = bundle.predict_frame(frame[test], collector="bpf")
     frame["pred"] = preds
     changes, minutes, raw_changes = 0, 0.0, 0

@@ -11,7 +11,7 @@ from procsift.collector.schema import (
 )
 from procsift.models.errors import TrainingDataError
 
-__all__ = ["reaggregate"]
+__all__ = ["reaggregate", "reaggregate_offsets"]
 
 _SUM = [c for c in SCHED_COLUMNS if c != "max_wait_ns"] + ["read_bytes", "write_bytes", "rchar", "wchar", "syscalls"] + \
     list(SOCKET_COLUMNS) + list(CATEGORY_COLUMNS) + list(SYSCALL_COLUMNS) + ["dur_s"]
@@ -89,3 +89,18 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float, phase: int = 0)
     out["label"] = out["label"].where(out["label"].notna(), None)
     out["source"] = out["source"].where(out["source"].notna(), None)
     return out.loc[:, list(COLUMNS)].sort_values(["t_start", "pid"], kind="stable").reset_index(drop=True)
+
+
+def reaggregate_offsets(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame:
+    """The long windows cut at every offset (`reaggregate` at each phase), stacked.
+
+    A 5 s window made from 0.5 s windows may start at any of ten offsets; each cut is an
+    equally valid copy of the recording. Training on all of them (overlapping windows, as a
+    sliding window would give) shows a model ten times as many long windows per application
+    without recording anything new, so what it learns depends less on where the cut fell.
+    For evaluation the held-out application is still cut at one offset.
+    """
+    ratio = int(round(to_s / from_s))
+    if ratio <= 1:
+        return reaggregate(frame, from_s, to_s)
+    return pd.concat([reaggregate(frame, from_s, to_s, k) for k in range(ratio)], ignore_index=True)

@@ -90,11 +90,13 @@ def smooth_labels(frame: pd.DataFrame, labels: np.ndarray, k: int = 2, n: int = 
 
 
 def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
-                   progress: FoldProgress | None = None) -> dict[str, Any]:
+                   progress: FoldProgress | None = None, train_frame: pd.DataFrame | None = None) -> dict[str, Any]:
     """Leave-one-application-out scores of a model of `kind` on labelled, active windows.
 
     Each fold trains on every source but one and predicts the held-out source's windows.
-    `pos` labels html-serving vs. not, so it is scored on that binary split.
+    `pos` labels html-serving vs. not, so it is scored on that binary split. `train_frame`:
+    what the folds learn from, when not `frame` itself (e.g. the same traces cut at every
+    offset, `TraceSet.fit_frame`); the held-out application is left out of it too.
     """
     rows = trainable_rows(frame)
     rows = rows[rows["source"].notna()].reset_index(drop=True)
@@ -114,7 +116,10 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
         if progress:
             progress(i, len(sources), str(src))
         test = (rows["source"] == src).to_numpy()
-        train = frame[frame["source"] != src] if kind == "em" else rows[~test]
+        if train_frame is None:
+            train = frame[frame["source"] != src] if kind == "em" else rows[~test]
+        else:
+            train = train_frame[train_frame["source"] != src]
         try:
             pipe = fit_pipeline(kind, train, random_state)
         except TrainingDataError:

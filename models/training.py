@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from procsift.collector.traceio import read_trace
-from procsift.models.aggregate import reaggregate
+from procsift.models.aggregate import reaggregate, reaggregate_offsets
 from procsift.models.bundle import Bundle, build_metadata, file_sha256
 from procsift.models.errors import TrainingDataError
 from procsift.models.kinds import fit_fallback, fit_pipeline, trainable_rows
@@ -32,6 +32,19 @@ class TraceSet:
     window_s: float
     collectors: tuple[str, ...]
     files: list[dict[str, Any]] = field(default_factory=list)
+    every_offset: pd.DataFrame | None = None
+
+    @property
+    def fit_frame(self) -> pd.DataFrame:
+        """What a model learns from: the windows cut at every offset when loaded so, else `frame`."""
+        return self.frame if self.every_offset is None else self.every_offset
+
+    @property
+    def offsets(self) -> int:
+        """How many cuts of the recordings `fit_frame` holds (1: just `frame`)."""
+        if self.every_offset is None:
+            return 1
+        return max(int(round(self.window_s / f["window_s"])) for f in self.files)
 
     @property
     def sha256(self) -> str:
@@ -40,11 +53,12 @@ class TraceSet:
 
 
 def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None = None,
-                progress: Progress | None = None, phase: int = 0) -> TraceSet:
+                progress: Progress | None = None, phase: int = 0, every_offset: bool = False) -> TraceSet:
     """Read traces and re-aggregate them to `window_s` (None: the longest window among them).
 
     `phase`: skip each trace's first `phase` windows, so the long windows start there (see
-    `reaggregate`).
+    `reaggregate`). `every_offset`: also cut the long windows at every possible offset, stacked,
+    as `every_offset` (what training then learns from; see `reaggregate_offsets`).
     """
     if not paths:
         raise TrainingDataError("no trace files given")
@@ -55,16 +69,19 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
         trace = read_trace(p)
         loaded.append((Path(p), trace))
     target = window_s if window_s is not None else max(t.meta.window_s for _, t in loaded)
-    frames, files = [], []
+    frames, files, stacked = [], [], []
     for p, trace in loaded:
         frame = reaggregate(trace.frame, trace.meta.window_s, target, phase)
         frames.append(frame)
+        if every_offset:
+            stacked.append(reaggregate_offsets(trace.frame, trace.meta.window_s, target))
         files.append({"name": p.name, "sha256": file_sha256(p), "windows": int(len(trace.frame)),
                       "window_s": trace.meta.window_s, "collector": trace.meta.collector})
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty:
         raise TrainingDataError("the traces hold no windows")
-    return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files)
+    every = pd.concat(stacked, ignore_index=True) if stacked else None
+    return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files, every)
 
 
 def _summary(frame: pd.DataFrame) -> dict[str, Any]:
@@ -79,8 +96,11 @@ def _summary(frame: pd.DataFrame) -> dict[str, Any]:
 
 def train_bundle(kind: str, traces: TraceSet, progress: Progress | None = None,
                  random_state: int = 0) -> Bundle:
-    """Fit a model of `kind` (plus the /proc fallback tree) on a TraceSet; metadata has no scores yet."""
-    frame = traces.frame
+    """Fit a model of `kind` (plus the /proc fallback tree) on a TraceSet; metadata has no scores yet.
+
+    The models learn from `traces.fit_frame` (every offset of the long windows, when loaded so).
+    """
+    frame = traces.fit_frame
     if "proc" in traces.collectors or (frame["syscalls"].to_numpy() == 0).all():
         raise TrainingDataError("the traces have no syscall counts (the /proc collector); "
                                 "train on traces recorded with BPF")
@@ -94,7 +114,8 @@ def train_bundle(kind: str, traces: TraceSet, progress: Progress | None = None,
     if progress:
         progress("fitting the /proc fallback tree")
     fallback = fit_fallback(frame, random_state) if frame["label"].notna().any() else None
-    training = {**_summary(frame), "files": traces.files, "sha256": traces.sha256,
+    training = {**_summary(traces.frame), "offsets": traces.offsets, "fit_windows": int(len(frame)),
+                "files": traces.files, "sha256": traces.sha256,
                 "fit_seconds": round(time.time() - started, 3), "random_state": random_state}
     if kind == "em":
         em = pipe.named_steps["em"]

@@ -53,12 +53,13 @@ def _split_bundle(paths: list[str]) -> tuple[str | None, list[str]]:
 def _cmd_train(args: argparse.Namespace) -> int:
     bar = _bar(len(args.traces) + 3, f"train {args.model}")
     step = lambda msg: (bar.set_postfix_str(msg), bar.update(1))  # noqa: E731
-    traces = load_traces(args.traces, args.window, progress=step)
+    traces = load_traces(args.traces, args.window, progress=step, every_offset=True)
     bundle = train_bundle(args.model, traces, progress=step, random_state=args.random_state)
     if not args.no_evaluate and traces.frame["source"].nunique() >= 2:
         bar.total += traces.frame["source"].nunique()
         scores = cross_validate(args.model, traces.frame, args.random_state,
-                                progress=lambda i, n, src: step(f"held out {src}") if i < n else None)
+                                progress=lambda i, n, src: step(f"held out {src}") if i < n else None,
+                                train_frame=traces.fit_frame)
         bundle.metadata["scores"] = scores
     bar.close()
     out = save_bundle(bundle, args.output)
@@ -75,14 +76,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if not traces:
         raise UsageError("evaluate: give at least one TRACE")
     bundle = _load(bundle_dir)
-    ts = load_traces(traces, bundle.window_s)
+    ts = load_traces(traces, bundle.window_s, every_offset=True)
     trained_on = bundle.metadata.get("training", {}).get("sha256")
     same = "are" if trained_on == ts.sha256 else "are not"
     print(f"these traces {same} the bundle's training data (sha256 {ts.sha256[:12]})", file=sys.stderr)
     rs = int(bundle.metadata.get("training", {}).get("random_state", 0))
     bar = _bar(ts.frame["source"].nunique(), f"evaluate {bundle.kind}")
     scores = cross_validate(bundle.kind, ts.frame, rs,
-                            progress=lambda i, n, src: (bar.set_postfix_str(src), bar.update(1)) if i < n else None)
+                            progress=lambda i, n, src: (bar.set_postfix_str(src), bar.update(1)) if i < n else None,
+                            train_frame=ts.fit_frame)
     bar.close()
     if args.report:
         cmd = "procsift evaluate " + " ".join(shlex.quote(a) for a in args.paths) + f" --report {args.report}"

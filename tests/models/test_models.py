@@ -177,3 +177,55 @@ def test_reaggregation_gives_what_a_long_window_would_have_measured() -> None:
     later = reaggregate(windows_to_frame(rows), 0.5, 2.0, phase=1).set_index(["pid", "t_start"])
     assert (9, 1000.5) in later.index and (9, 1000.0) not in later.index
     assert later.loc[(9, 1000.5), "run_ns"] == 4_000_000 and later.loc[(9, 1002.5), "run_ns"] == 1_000_000
+
+
+def test_every_offset_stacks_each_cut_of_the_long_windows(make_frame: Callable[..., pd.DataFrame]) -> None:
+    from procsift.models import reaggregate_offsets
+    f = make_frame(n=12, dur=0.5, sources_per_label=1)
+    every = reaggregate_offsets(f, 0.5, 2.0)
+    cuts = [reaggregate(f, 0.5, 2.0, phase=k) for k in range(4)]
+    assert len(every) == sum(len(c) for c in cuts)
+    pd.testing.assert_frame_equal(every.iloc[:len(cuts[0])], cuts[0])
+    # Each cut holds the same work (the first cuts just drop a trace's first short windows).
+    assert every["run_ns"].sum() == sum(c["run_ns"].sum() for c in cuts)
+    assert sorted(every["t_start"].unique()) != sorted(cuts[0]["t_start"].unique())
+    pd.testing.assert_frame_equal(reaggregate_offsets(f, 0.5, 0.5), reaggregate(f, 0.5, 0.5))
+
+
+def test_cross_validation_learns_from_the_training_frame_without_the_held_out_application(
+        frame: pd.DataFrame) -> None:
+    """With `train_frame`, each fold learns from it (minus the held-out source) and tests on `frame`."""
+    seen: list[set[str]] = []
+    import procsift.models.evaluation as ev
+    real = ev.fit_pipeline
+
+    def spy(kind: str, train: pd.DataFrame, random_state: int = 0):  # type: ignore[no-untyped-def]
+        seen.append(set(train["source"].dropna()))
+        return real(kind, train, random_state)
+
+    extra = frame.assign(source=frame["source"] + "-copy")  # sources only the training frame has
+    ev.fit_pipeline = spy
+    try:
+        scores = cross_validate("tree", frame, train_frame=pd.concat([frame, extra], ignore_index=True))
+    finally:
+        ev.fit_pipeline = real
+    sources = sorted(frame["source"].unique())
+    assert [f["source"] for f in scores["folds"]] == sources  # folds: the test frame's sources only
+    for src, learnt in zip(sources, seen):
+        assert src not in learnt and f"{src}-copy" in learnt
+    assert np.sum(scores["confusion"]) == len(frame)
+
+
+def test_a_trace_set_loaded_at_every_offset_trains_on_all_of_them(tmp_path, make_frame) -> None:  # type: ignore[no-untyped-def]
+    from procsift.collector.traceio import TraceMeta, write_trace
+    from procsift.models import load_traces
+    f = make_frame(n=20, dur=0.5)
+    write_trace(tmp_path / "t.parquet", f, TraceMeta(window_s=0.5, collector="bpf"))
+    ts = load_traces([tmp_path / "t.parquet"], 2.0, every_offset=True)
+    assert ts.offsets == 4 and len(ts.fit_frame) > 3 * len(ts.frame)
+    bundle = train_bundle("tree", ts)
+    assert bundle.metadata["training"]["offsets"] == 4
+    assert bundle.metadata["training"]["fit_windows"] == len(ts.fit_frame)
+    assert bundle.metadata["training"]["windows"] == len(ts.frame)
+    plain = load_traces([tmp_path / "t.parquet"], 2.0)
+    assert plain.offsets == 1 and plain.fit_frame is plain.frame
