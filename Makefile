@@ -29,7 +29,7 @@ clean:
 
 # Real programs the dataset recipes run (installed idempotently, only when missing).
 DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils webfs pigz bzip2 lua5.4 ed mc w3m \
-	curl make gcc nodejs sqlite3 bc procps
+	curl make gcc nodejs sqlite3 bc procps btop nmon
 BUNDLE_WINDOW ?= 2
 
 # Re-record every dataset (needs root, ~60 min), then retrain the default bundle.

@@ -134,6 +134,8 @@ W3M = ("<Space>~<Space>~<Tab>~<Enter>~~<Space>~<Tab><Tab>~<Enter>~~B~<Space>~<Pg
        "<Enter>~<Space>~")
 HTOP = ("<Down>~<Down>~<Down>~~<Up>~t~~t~<F6>~<Down><Down><Enter>~~<PgDn>~<PgUp>~<Down>~"
         "~~<F6><Enter>~<Down>~")
+BTOP = ("<Down>~<Down><Down>~~<Right>~<Right>~~r~~e~<Down>~~e~<Left><Left>~~r~<Up>~<Up>~")
+NMON = ("c~m~~t~~d~~m~k~~n~~c~d~~k~t~")
 
 RECIPES: list[Recipe] = [
     _recipe("int-bash", "bash", "bash --norc --noprofile -i", SHELL,
@@ -158,6 +160,10 @@ RECIPES: list[Recipe] = [
             notes="Midnight Commander (no subshell) browsing and viewing files"),
     _recipe("int-w3m", "w3m", "w3m page0.html", W3M, apt=("w3m",),
             notes="the w3m text browser following links through four local pages"),
+    _recipe("int-btop", "btop", "btop", BTOP, apt=("btop",), notes="btop, refreshing every 2 s, its process "
+            "list scrolled, re-sorted and shown as a tree"),
+    _recipe("int-nmon", "nmon", "nmon", NMON, apt=("nmon",), notes="nmon, refreshing every 2 s, its CPU, memory, "
+            "disk, kernel, network and top-process panels toggled"),
 ]
 
 # The same programs on a busy machine: three CPU contenders at normal priority beside them
