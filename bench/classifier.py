@@ -60,13 +60,24 @@ def phases(paths: list[Path], windows: list[float]) -> list[dict[str, Any]]:
     from every offset (as `procsift train` does), so only the held-out cut changes.
     """
     out = []
+    cols = list(input_columns("tree"))
     for w in windows:
         ts = load_traces(paths, w, every_offset=True)
         n = ts.offsets
         if n < 2:
             continue
-        f1 = [cross_validate("tree", load_traces(paths, w, phase=k).frame if k else ts.frame,
-                             train_frame=ts.fit_frame)["macro_f1"] for k in range(n)]
+        cuts = [trainable_rows(load_traces(paths, w, phase=k).frame if k else ts.frame) for k in range(n)]
+        cuts = [c[c["source"].notna()] for c in cuts]
+        preds = [np.empty(len(c), dtype=object) for c in cuts]
+        for src in sorted(cuts[0]["source"].unique()):  # one fit per fold serves every cut
+            pipe = fit_pipeline("tree", ts.fit_frame[ts.fit_frame["source"] != src])
+            for c, p in zip(cuts, preds):
+                test = (c["source"] == src).to_numpy()
+                p[test] = pipe.predict(c.loc[test, cols].to_numpy(dtype=np.float64))
+        f1 = []
+        for c, p in zip(cuts, preds):
+            truth = c["label"].to_numpy(dtype=object)
+            f1.append(score_predictions(truth, p, [lab for lab in LABELS if lab in set(truth)])["macro_f1"])
         out.append({"window_s": w, "macro_f1": f1, "median": float(np.median(f1)),
                     "min": float(min(f1)), "max": float(max(f1)), "at_least_0_95": int(sum(x >= 0.95 for x in f1))})
         print(f"  tree {w:>5g} s at {n} offsets: median {np.median(f1):.3f}, {min(f1):.3f}-{max(f1):.3f}",
