@@ -300,5 +300,7 @@ def test_reaggregated_short_windows_measure_what_long_windows_do(tmp_path: Path)
     assert abs(rate(fi) - rate(li)) <= 0.3 * rate(li), (rate(fi), rate(li))
     awake = lambda f: float(np.median(1 - f["sleep_ns"] / 1e9 / f["dur_s"]))  # noqa: E731
     assert abs(awake(fi) - awake(li)) <= 0.1, (awake(fi), awake(li))
-    assert len(fb) >= 1 and len(lb) >= 1
+    cols = ["pid", "ppid", "comm", "t_start", "run_ns", "syscalls", "exited"]
+    assert len(fb) >= 1 and len(lb) >= 1, (short.frame.loc[short.frame["pid"] != parent.pid, cols].to_string(),
+                                           live.frame.loc[live.frame["pid"] != parent.pid, cols].to_string())
     assert np.allclose(fb["dur_s"], 2.0, atol=0.1) and np.allclose(lb["dur_s"], 2.0, atol=0.1), (fb, lb)
