@@ -172,8 +172,10 @@ class Aggregator:
                 wait = max(wait, h.max_wait)
                 sys_counts = _add_counts(dict(h.syscalls), sys_counts.items())
                 socks = tuple(a + b for a, b in zip(h.sockets, socks))
-            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or sys_counts or leader_exited
-                    or g in drain.sockets or h is not None):
+            # Quiet means no dispatch, wake-up or syscall *and* no time on a CPU or its queue: a
+            # CPU loop that kept its core (or waited for one) all window did all three of nothing.
+            if not (c[_C["switches_in"]] or c[_C["wakeups"]] or c[_C["run_ns"]] or c[_C["runq_ns"]]
+                    or sys_counts or leader_exited or g in drain.sockets or h is not None):
                 continue
             io = _may_have_done_io(sys_counts, int(c[3]), drain.counts_syscalls)
             info = None if leader_exited else self._info(g, io)

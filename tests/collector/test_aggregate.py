@@ -72,6 +72,23 @@ def test_state_in_progress_counts_up_to_now() -> None:
     assert w3.sleep_ns == 2200 - 2100 and w3.run_ns == 400  # 2500..2600 asleep, 2600..3000 running
 
 
+def test_a_loop_that_keeps_its_cpu_all_window_still_gets_its_row() -> None:
+    """No switch, wake-up or syscall in a window, but it ran throughout: its run time is the
+    window's, not lost (found by a 0.5 s recording of short CPU loops, 2026-11-23)."""
+    fake = FakeProc()
+    fake.procs[30] = _info(30, 5)
+    agg = _agg(fake)
+    s = TaskSample(tid=30, tgid=30, state=STATE_RUNNING, ts=900, run_ns=50, switches_in=1)
+    (w1,) = agg.build(Drain.of(1000, [s]), 0.0, 1.0)[0]
+    assert w1.run_ns == 50 + 100
+    (w2,) = agg.build(Drain.of(2000, [s]), 1.0, 1.0)[0]  # the same sample: it never switched
+    assert w2.run_ns == 1000 and w2.switches_in == 0
+    done = TaskSample(tid=30, tgid=30, state=STATE_DEAD, ts=2500, run_ns=50 + 1600, switches_in=1, exited=1)
+    (w3,) = agg.build(Drain.of(3000, [done]), 2.0, 1.0)[0]
+    assert w3.run_ns == 500 and w3.exited
+    assert w1.run_ns + w2.run_ns + w3.run_ns == 1650  # everything it ran, once
+
+
 def test_process_exiting_mid_window_yields_its_last_row() -> None:
     fake = FakeProc()
     fake.procs[30] = _info(30, 5, "short")
