@@ -8,6 +8,7 @@ Prints a table and writes bench/results/classifier.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,7 +67,7 @@ def phases(paths: list[Path], windows: list[float]) -> list[dict[str, Any]]:
         n = ts.offsets
         if n < 2:
             continue
-        cuts = [trainable_rows(load_traces(paths, w, phase=k).frame if k else ts.frame) for k in range(n)]
+        cuts = [trainable_rows(c) for c in ts.cuts]
         cuts = [c[c["source"].notna()] for c in cuts]
         preds = [np.empty(len(c), dtype=object) for c in cuts]
         for src in sorted(cuts[0]["source"].unique()):  # one fit per fold serves every cut
@@ -155,8 +156,8 @@ def settling(paths: list[Path], window: float, k: int = 2, n: int = 3) -> dict[s
     preds = np.empty(len(frame), dtype=object)
     for src in sorted(frame["source"].unique()):
         test = (frame["source"] == src).to_numpy()
-        learn = ts.fit_frame[ts.fit_frame["source"] != src]
-        bundle = train_bundle("tree", type(ts)(frame[~test], window, ts.collectors, ts.files, learn))
+        fold = dataclasses.replace(ts, frame=frame[~test], cuts=tuple(c[c["source"] != src] for c in ts.cuts))
+        bundle = train_bundle("tree", fold)
         preds[test], _ = bundle.predict_frame(frame[test], collector="bpf")
     frame["pred"] = preds
     changes, minutes, raw_changes = 0, 0.0, 0

@@ -1,6 +1,6 @@
 """Models that label Window rows: decision tree, EM clustering and the POS run/wait heuristic, saved as bundles."""
 
-from procsift.models.aggregate import reaggregate, reaggregate_offsets
+from procsift.models.aggregate import reaggregate, reaggregate_cuts
 from procsift.models.bundle import (
     Bundle, BundleVersionWarning, default_bundle_path, load_bundle, save_bundle,
 )
@@ -20,6 +20,6 @@ __all__ = [
     "Bundle", "BundleError", "BundleVersionWarning", "EMClassifier", "Explanation", "FEATURE_NAMES",
     "FeatureTransform", "IncompatibleModel", "MODEL_KINDS", "ModelError", "POSDetector", "RAW_COLUMNS",
     "Smoother", "TREE_FEATURE_NAMES", "TraceSet", "TrainingDataError", "UntrustedBundle", "cross_validate",
-    "default_bundle_path", "load_bundle", "load_traces", "make_pipeline", "reaggregate", "reaggregate_offsets",
+    "default_bundle_path", "load_bundle", "load_traces", "make_pipeline", "reaggregate", "reaggregate_cuts",
     "save_bundle", "score_predictions", "train_bundle",
 ]

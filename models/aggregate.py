@@ -11,7 +11,7 @@ from procsift.collector.schema import (
 )
 from procsift.models.errors import TrainingDataError
 
-__all__ = ["reaggregate", "reaggregate_offsets"]
+__all__ = ["reaggregate", "reaggregate_cuts"]
 
 _SUM = [c for c in SCHED_COLUMNS if c != "max_wait_ns"] + ["read_bytes", "write_bytes", "rchar", "wchar", "syscalls"] + \
     list(SOCKET_COLUMNS) + list(CATEGORY_COLUMNS) + list(SYSCALL_COLUMNS) + ["dur_s"]
@@ -91,8 +91,9 @@ def reaggregate(frame: pd.DataFrame, from_s: float, to_s: float, phase: int = 0)
     return out.loc[:, list(COLUMNS)].sort_values(["t_start", "pid"], kind="stable").reset_index(drop=True)
 
 
-def reaggregate_offsets(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.DataFrame:
-    """The long windows cut at every offset (`reaggregate` at each phase), stacked.
+def reaggregate_cuts(frame: pd.DataFrame, from_s: float, to_s: float) -> list[pd.DataFrame]:
+    """The long windows cut at every offset: `reaggregate` at phase 0, 1, ... (one cut when
+    no folding is needed).
 
     A 5 s window made from 0.5 s windows may start at any of ten offsets; each cut is an
     equally valid copy of the recording. Training on all of them (overlapping windows, as a
@@ -100,7 +101,4 @@ def reaggregate_offsets(frame: pd.DataFrame, from_s: float, to_s: float) -> pd.D
     without recording anything new, so what it learns depends less on where the cut fell.
     For evaluation the held-out application is still cut at one offset.
     """
-    ratio = int(round(to_s / from_s))
-    if ratio <= 1:
-        return reaggregate(frame, from_s, to_s)
-    return pd.concat([reaggregate(frame, from_s, to_s, k) for k in range(ratio)], ignore_index=True)
+    return [reaggregate(frame, from_s, to_s, k) for k in range(max(1, int(round(to_s / from_s))))]

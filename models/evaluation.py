@@ -116,10 +116,8 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
         if progress:
             progress(i, len(sources), str(src))
         test = (rows["source"] == src).to_numpy()
-        if train_frame is None:
-            train = frame[frame["source"] != src] if kind == "em" else rows[~test]
-        else:
-            train = train_frame[train_frame["source"] != src]
+        learn = frame if train_frame is None else train_frame
+        train = learn[learn["source"] != src]  # fit_pipeline keeps the rows its kind learns from
         try:
             pipe = fit_pipeline(kind, train, random_state)
         except TrainingDataError:

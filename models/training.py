@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from procsift.collector.traceio import read_trace
-from procsift.models.aggregate import reaggregate, reaggregate_offsets
+from procsift.models.aggregate import reaggregate, reaggregate_cuts
 from procsift.models.bundle import Bundle, build_metadata, file_sha256
 from procsift.models.errors import TrainingDataError
 from procsift.models.kinds import fit_fallback, fit_pipeline, trainable_rows
@@ -32,19 +33,19 @@ class TraceSet:
     window_s: float
     collectors: tuple[str, ...]
     files: list[dict[str, Any]] = field(default_factory=list)
-    every_offset: pd.DataFrame | None = None
+    cuts: tuple[pd.DataFrame, ...] = ()
+    """When loaded with `every_offset`: cut k is every trace's long windows started k short
+    windows later (`reaggregate_cuts`); cut 0 is `frame` when `phase` was 0."""
 
-    @property
+    @cached_property
     def fit_frame(self) -> pd.DataFrame:
-        """What a model learns from: the windows cut at every offset when loaded so, else `frame`."""
-        return self.frame if self.every_offset is None else self.every_offset
+        """What a model learns from: every cut stacked when loaded so, else `frame`."""
+        return pd.concat(self.cuts, ignore_index=True) if self.cuts else self.frame
 
     @property
     def offsets(self) -> int:
         """How many cuts of the recordings `fit_frame` holds (1: just `frame`)."""
-        if self.every_offset is None:
-            return 1
-        return max(int(round(self.window_s / f["window_s"])) for f in self.files)
+        return max(len(self.cuts), 1)
 
     @property
     def sha256(self) -> str:
@@ -57,8 +58,8 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
     """Read traces and re-aggregate them to `window_s` (None: the longest window among them).
 
     `phase`: skip each trace's first `phase` windows, so the long windows start there (see
-    `reaggregate`). `every_offset`: also cut the long windows at every possible offset, stacked,
-    as `every_offset` (what training then learns from; see `reaggregate_offsets`).
+    `reaggregate`). `every_offset`: also cut the long windows at every possible offset, as
+    `cuts` (what training then learns from, `fit_frame`; see `reaggregate_cuts`).
     """
     if not paths:
         raise TrainingDataError("no trace files given")
@@ -69,19 +70,20 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
         trace = read_trace(p)
         loaded.append((Path(p), trace))
     target = window_s if window_s is not None else max(t.meta.window_s for _, t in loaded)
-    frames, files, stacked = [], [], []
+    frames, files, per_trace = [], [], []
     for p, trace in loaded:
-        frame = reaggregate(trace.frame, trace.meta.window_s, target, phase)
+        cuts = reaggregate_cuts(trace.frame, trace.meta.window_s, target) if every_offset else []
+        per_trace.append(cuts)
+        frame = cuts[phase] if phase < len(cuts) else reaggregate(trace.frame, trace.meta.window_s, target, phase)
         frames.append(frame)
-        if every_offset:
-            stacked.append(reaggregate_offsets(trace.frame, trace.meta.window_s, target))
         files.append({"name": p.name, "sha256": file_sha256(p), "windows": int(len(trace.frame)),
                       "window_s": trace.meta.window_s, "collector": trace.meta.collector})
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty:
         raise TrainingDataError("the traces hold no windows")
-    every = pd.concat(stacked, ignore_index=True) if stacked else None
-    return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files, every)
+    cuts = tuple(pd.concat([c[k] for c in per_trace if k < len(c)], ignore_index=True)
+                 for k in range(max(map(len, per_trace))))
+    return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files, cuts)
 
 
 def _summary(frame: pd.DataFrame) -> dict[str, Any]:

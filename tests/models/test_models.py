@@ -180,16 +180,17 @@ def test_reaggregation_gives_what_a_long_window_would_have_measured() -> None:
 
 
 def test_every_offset_stacks_each_cut_of_the_long_windows(make_frame: Callable[..., pd.DataFrame]) -> None:
-    from procsift.models import reaggregate_offsets
+    from procsift.models import reaggregate_cuts
     f = make_frame(n=12, dur=0.5, sources_per_label=1)
-    every = reaggregate_offsets(f, 0.5, 2.0)
+    every = pd.concat(reaggregate_cuts(f, 0.5, 2.0), ignore_index=True)
     cuts = [reaggregate(f, 0.5, 2.0, phase=k) for k in range(4)]
     assert len(every) == sum(len(c) for c in cuts)
     pd.testing.assert_frame_equal(every.iloc[:len(cuts[0])], cuts[0])
     # Each cut holds the same work (the first cuts just drop a trace's first short windows).
     assert every["run_ns"].sum() == sum(c["run_ns"].sum() for c in cuts)
     assert sorted(every["t_start"].unique()) != sorted(cuts[0]["t_start"].unique())
-    pd.testing.assert_frame_equal(reaggregate_offsets(f, 0.5, 0.5), reaggregate(f, 0.5, 0.5))
+    (only,) = reaggregate_cuts(f, 0.5, 0.5)
+    pd.testing.assert_frame_equal(only, reaggregate(f, 0.5, 0.5))
 
 
 def test_cross_validation_learns_from_the_training_frame_without_the_held_out_application(
