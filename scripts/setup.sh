@@ -73,9 +73,15 @@ stamp="$VENV/.procsift-deps"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   did "installing procsift and its Python dependencies into $VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-      -e ".[dev]"
+  # pip and the build backend talk a lot (setuptools' notice on every editable install):
+  # keep it in a log, and show it only when the install fails.
+  log="$VENV/pip-install.log"
+  if ! { "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip &&
+         "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    did "pip install failed (log above, also in $log)"
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 
