@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test test-unit bench clean datasets default-bundle bench-classifier
+.PHONY: setup run test test-unit bench clean datasets default-bundle bench-classifier install uninstall
 
 setup:
 	@bash scripts/setup.sh
@@ -13,6 +13,14 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q tests
+
+# A system install from a wheel: /opt/procsift (venv), /usr/local/bin/procsift, /etc/procsift/policy.toml,
+# /etc/systemd/system/procsift.service. ROOT=/some/dir puts the whole layout under that folder.
+install: setup
+	ROOT="$(ROOT)" bash scripts/install.sh install $(WHEEL)
+
+uninstall:
+	ROOT="$(ROOT)" PURGE="$(PURGE)" bash scripts/install.sh uninstall
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not kernel" tests
@@ -25,7 +33,7 @@ bench: setup
 	$(PY) bench/collector_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
 
 # Real programs the dataset recipes run (installed idempotently, only when missing).
 DATASET_APT := nginx-light lighttpd apache2 gunicorn wrk tmux vim nano htop less man-db zstd xz-utils webfs pigz bzip2 lua5.4 ed mc w3m \

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -40,12 +38,8 @@ def test_top_level_folders_are_mapped() -> None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
-    (whl,) = out.glob("procsift-*.whl")
-    return zipfile.ZipFile(whl)
+def wheel(built_wheel: Path) -> zipfile.ZipFile:
+    return zipfile.ZipFile(built_wheel)
 
 
 def test_wheel_carries_code_bpf_source_and_data(wheel: zipfile.ZipFile) -> None:
@@ -64,3 +58,6 @@ def test_wheel_carries_code_bpf_source_and_data(wheel: zipfile.ZipFile) -> None:
     assert any(n.endswith("entry_points.txt") for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "procsift = procsift.service.cli:main" in wheel.read(entry).decode()
+    for data in ("procsift/distributor/default-policy.toml", "procsift/distributor/procsift.service",
+                 "procsift/models/default/model.joblib", "procsift/service/api/static/index.html"):
+        assert data in names, f"{data} missing from the wheel"

@@ -24,7 +24,18 @@ _VERB_MODULES = (
     "procsift.service.cli._serve",
 )
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "version"]
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    from importlib.metadata import PackageNotFoundError  # noqa: PLC0415
+    from importlib.metadata import version as dist_version  # noqa: PLC0415
+
+    try:
+        return dist_version("procsift")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run 'procsift VERB --help' for a verb's options and examples.",
     )
+    parser.add_argument("--version", action="version", version=f"procsift {version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name in _VERB_MODULES:
         try:
