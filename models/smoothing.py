@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +57,34 @@ class Smoother:
             st.label = label
             st.changes += 1
         return st.label
+
+    def update_many(self, keys: Sequence[Hashable], labels: Sequence[str], proba: np.ndarray,
+                    insufficient: Sequence[bool], order: Iterable[int] | None = None) -> None:
+        """`update` for many windows at once (a batch over HTTP): the same states, a few times faster.
+
+        Parameters
+        ----------
+        keys, labels, insufficient : sequences of length n_windows
+        proba : ndarray of shape (n_windows, n_labels)
+        order : the window indices in the order to feed them (default: as given)
+        """
+        state, n, k = self._state, self.n, self.k
+        for i in range(len(keys)) if order is None else order:
+            key = keys[i]
+            st = state.get(key)
+            if st is None:
+                st = state[key] = ProcessState(history=deque(maxlen=n), probas=deque(maxlen=n))
+            st.windows += 1
+            if insufficient[i]:
+                continue
+            label = labels[i]
+            st.history.append(label)
+            st.probas.append(proba[i])
+            if st.label is None:
+                st.label = label
+            elif label != st.label and st.history.count(label) >= k:
+                st.label = label
+                st.changes += 1
 
     def label(self, key: Hashable) -> str | None:
         """Current label of `key`, or None."""

@@ -15,6 +15,7 @@ from procsift.models import Bundle, load_bundle
 from procsift.service.api import dashboard, info, live, predict
 from procsift.service.api.auth import load_or_create_token
 from procsift.service.api.limits import BodyLimit
+from procsift.service.api.rows import document_rows
 from procsift.service.api.settings import Settings
 from procsift.service.live import LiveLink, Metrics
 
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, bundle: Callable[[], Bundle] | 
     app.state.token = token if token is not None else load_or_create_token(settings.token_path())
     for router in (predict.router, info.router, live.router, dashboard.router):
         app.include_router(router)
+    document_rows(app)
     app.mount("/static", StaticFiles(directory=str(resources.files("procsift.service.api") / "static")),
               name="static")
 

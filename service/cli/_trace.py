@@ -19,6 +19,7 @@ EXAMPLES = """examples:
   procsift trace info web.parquet
   procsift trace info --json web.parquet
   procsift trace head -n 5 web.parquet
+  procsift trace head --json web.parquet   (rows as JSON, as POST /v1/predict takes them)
   procsift trace convert web.parquet -o web.arff      (Weka)
   procsift trace convert web.csv -o web.parquet
 """
@@ -36,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     head = tsub.add_parser("head", help="the first rows")
     head.add_argument("file")
     head.add_argument("-n", type=int, default=10, help="rows to show (default 10)")
+    head.add_argument("--json", action="store_true",
+                      help="the rows as a JSON array, in the form `top --json` prints (POST /v1/predict takes it)")
     head.set_defaults(func=cmd_head)
     conv = tsub.add_parser("convert", help="convert between Parquet, CSV and ARFF (by extension)")
     conv.add_argument("file")
@@ -87,8 +90,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def row_json(record: dict[str, Any]) -> dict[str, Any]:
+    """A trace row (sys_*/cat_* columns) in the JSON form `top --json` prints: syscalls by name."""
+    out = {k: v for k, v in record.items() if not k.startswith(("sys_", "cat_"))}
+    counts = {k[4:]: v for k, v in record.items() if k.startswith("sys_") and v}
+    out["syscall_counts"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+    out["categories"] = {k[4:]: v for k, v in record.items() if k.startswith("cat_")}
+    return out
+
+
 def cmd_head(args: argparse.Namespace) -> int:
     f = read_trace(args.file).frame.head(max(args.n, 0))
+    if args.json:
+        records = json.loads(f.to_json(orient="records", double_precision=15))  # numpy scalars become JSON numbers
+        print(json.dumps([row_json(r) for r in records]))
+        return 0
     cols = ["t_start", "pid", "comm"] + [c for c in SCHED_COLUMNS if c not in ("wakes_others",)] \
         + ["syscalls", "label", "source"]
     cols = [c for c in cols if c in IDENTITY_COLUMNS + SCHED_COLUMNS or c in f.columns]

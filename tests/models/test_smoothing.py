@@ -60,3 +60,27 @@ def test_proba_is_the_mean_of_the_remembered_windows() -> None:
 def test_bad_k_n_is_refused() -> None:
     with pytest.raises(ValueError):
         Smoother(k=4, n=3)
+
+
+def test_update_many_leaves_the_states_update_would() -> None:
+    """The batch path (POST /v1/predict) must smooth exactly as window-by-window updates do."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    labels = ["interactive", "background", "html-serving"]
+    n = 3000
+    keys = [(int(p), 7) for p in rng.integers(1, 40, n)]
+    labs = [labels[i] for i in rng.integers(0, 3, n)]
+    proba = rng.dirichlet(np.ones(3), n)
+    quiet = (rng.random(n) < 0.2).tolist()
+    order = rng.permutation(n).tolist()
+    one, many = Smoother(k=2, n=3), Smoother(k=2, n=3)
+    for i in order:
+        one.update(keys[i], labs[i], proba[i], quiet[i])
+    many.update_many(keys, labs, proba, quiet, order=order)
+    assert sorted(one.keys()) == sorted(many.keys())
+    for key in one.keys():
+        a, b = one.state(key), many.state(key)
+        assert (a.label, list(a.history), a.windows, a.changes) == (b.label, list(b.history), b.windows, b.changes)
+        if a.probas:
+            assert np.allclose(one.proba(key), many.proba(key))
