@@ -100,7 +100,13 @@ class Smoother:
         st = self._state.get(key)
         if st is None or not st.probas:
             return None
-        return np.mean(np.stack(list(st.probas)), axis=0)
+        # a Python sum of at most n small arrays: np.mean(np.stack(...)) costs ~5 µs more per call,
+        # which a 10,000-window request over HTTP pays thousands of times
+        probas = iter(st.probas)
+        total = np.array(next(probas), dtype=np.float64)
+        for p in probas:
+            total += p
+        return total / len(st.probas)
 
     def forget(self, key: Hashable) -> None:
         """Drop a process (it exited)."""

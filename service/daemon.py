@@ -30,9 +30,10 @@ from procsift.collector.proc import ProcReader, read_stat
 from procsift.collector.samples import ProcInfo
 from procsift.collector.session import Collector
 from procsift.distributor import (
-    Applier, Plan, PlannerState, Policy, ProcessView, autogroup_of, load_policy, plan, system_view,
+    Applier, Plan, PlannerState, Policy, ProcessView, SystemView, autogroup_of, load_policy, plan, system_view,
 )
 from procsift.models import Bundle, Smoother, load_bundle
+from procsift.service.groupstats import GroupHistory, Sample, export
 from procsift.service.live import Command, LiveLink
 
 __all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate",
@@ -202,6 +203,7 @@ class Daemon:
         self.live = LiveLink()
         self.paused = False
         self.label_changes: deque[dict[str, Any]] = deque(maxlen=50)
+        self.history = GroupHistory(span_s=600.0)  # the dashboard's last 10 minutes
 
     # -- signals become flags; the loop acts on them between windows --------------------
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -368,25 +370,40 @@ class Daemon:
             self.procs.pop(key)
             self.smoother.forget(key)
         views = [t.view for t in self.procs.values()] + self._unseen_views()
-        result = plan(self.policy, views, system_view(), self.state)
+        sysv = system_view()
+        result = plan(self.policy, views, sysv, self.state)
         self.state = result.state
         m = self.live.metrics
         m.add("procsift_windows_collected_total")
         m.add("procsift_predictions_total", len(rows))
+        writes = 0
         if self.paused:
             self._idled = set()
         else:
             self._idled = {(a.pid, a.start_time) for a in result.actions if a.label == "background"}
             report = applier.apply(result)
             self.changes += report.writes
+            writes = report.writes
             m.add("procsift_changes_applied_total", report.writes)
             m.add("procsift_backoffs_total", report.backed_off)
         self.last_plan = result
         self.windows += 1
+        self._record(rows, sysv, writes)
         self._publish(result)
         if self.cfg.table:
             self._show(result, kind)
         return result
+
+    def _record(self, rows: list[Window], sysv: SystemView, writes: int) -> None:
+        """The window's per-group figures: into the dashboard's history and the Prometheus series."""
+        samples = [Sample(key=(w.pid, w.start_time), label=self.procs[(w.pid, w.start_time)].prev_label,
+                          run_ns=w.run_ns, runq_ns=w.runq_ns, switches_in=w.switches_in)
+                   for w in rows if (w.pid, w.start_time) in self.procs]
+        tracked = {k: (t.view.comm, t.prev_label) for k, t in self.procs.items()}
+        point = self.history.record(time.time(), float(self.cfg.window_s or 1.0), samples, tracked, writes,
+                                    None if sysv.psi_cpu is None else sysv.psi_cpu.some_avg10,
+                                    None if sysv.psi_io is None else sysv.psi_io.some_avg10)
+        export(self.live.metrics, point, samples, self.bundle.labels)
 
     def _unseen_views(self) -> list[ProcessView]:
         """Unlabelled views of the live processes not seen active yet: the planner needs the
@@ -444,7 +461,8 @@ class Daemon:
         self.live.publish({**state, "paused": self.paused, "model": self.bundle.kind,
                            "groups": _groups(result, procs), "plan": [dict(a.__dict__) for a in result.actions],
                            "skipped": [{"pid": p, "why": why} for p, why in result.skipped],
-                           "label_changes": list(self.label_changes)})
+                           "label_changes": list(self.label_changes),
+                           "history": self.history.snapshot(float(self.cfg.window_s or 1.0))})
         path = state_file(self.cfg.state_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".state.", dir=path.parent)

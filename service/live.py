@@ -14,7 +14,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COMMANDS", "Command", "LiveLink", "Metrics", "CommandTimeout"]
+__all__ = ["COMMANDS", "Command", "LiveLink", "Metrics", "CommandTimeout", "METRICS", "LABELLED", "RUNQ_BUCKETS"]
 
 COMMANDS = ("pause", "resume", "reload", "restore")
 
@@ -47,12 +47,52 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+# Series per group (label="interactive" | "html-serving" | "background" | "unlabelled"), fed each
+# window by service/groupstats.py: name -> (Prometheus type, help).
+LABELLED: dict[str, tuple[str, str]] = {
+    "procsift_group_processes": ("gauge", "Tracked processes per smoothed label"),
+    "procsift_group_cpu_seconds_total": ("counter", "CPU time of the processes of each label (rate(): CPUs used)"),
+    "procsift_group_runq_seconds_total": ("counter",
+                                          "Time the processes of each label waited runnable for a CPU"),
+    "procsift_group_runq_delay_seconds": ("histogram",
+                                          "Per process and window: mean wait for a CPU per dispatch, by label"),
+}
+RUNQ_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 1e-1, 2.5e-1, 1.0)
+"""Upper bounds (seconds) of the run-queue delay histogram; +Inf is added."""
+
+
 class Metrics:
     """Thread-safe counters and gauges, rendered in the Prometheus text format."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values = dict.fromkeys(METRICS, 0.0)
+        self._labelled: dict[str, dict[str, float]] = {n: {} for n, (k, _) in LABELLED.items() if k != "histogram"}
+        self._hist: dict[str, dict[str, list[float]]] = {n: {} for n, (k, _) in LABELLED.items() if k == "histogram"}
+
+    def set_labelled(self, name: str, label: str, value: float) -> None:
+        """Set one group's gauge."""
+        with self._lock:
+            self._labelled[name][label] = float(value)
+
+    def add_labelled(self, name: str, label: str, value: float) -> None:
+        """Add to one group's counter (creating it at 0)."""
+        with self._lock:
+            series = self._labelled[name]
+            series[label] = series.get(label, 0.0) + value
+
+    def observe(self, name: str, label: str, value: float | None) -> None:
+        """Count one observation in a group's histogram (None: only make sure the series exists)."""
+        with self._lock:
+            h = self._hist[name].setdefault(label, [0.0] * (len(RUNQ_BUCKETS) + 3))  # buckets, +Inf, sum, count
+            if value is None:
+                return
+            for i, bound in enumerate(RUNQ_BUCKETS):
+                if value <= bound:
+                    h[i] += 1
+            h[len(RUNQ_BUCKETS)] += 1
+            h[-2] += value
+            h[-1] += 1
 
     def add(self, name: str, value: float = 1.0) -> None:
         """Add to a counter."""
@@ -75,6 +115,17 @@ class Metrics:
         for name, value in self.values().items():
             kind, help_text = METRICS[name]
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value:g}"]
+        with self._lock:
+            labelled = {n: dict(v) for n, v in self._labelled.items()}
+            hist = {n: {g: list(h) for g, h in v.items()} for n, v in self._hist.items()}
+        for name, (kind, help_text) in LABELLED.items():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+            for group, value in sorted(labelled.get(name, {}).items()):
+                lines.append(f'{name}{{label="{group}"}} {value:g}')
+            for group, h in sorted(hist.get(name, {}).items()):
+                bounds = [f"{b:g}" for b in RUNQ_BUCKETS] + ["+Inf"]
+                lines += [f'{name}_bucket{{label="{group}",le="{b}"}} {c:g}' for b, c in zip(bounds, h)]
+                lines += [f'{name}_sum{{label="{group}"}} {h[-2]:g}', f'{name}_count{{label="{group}"}} {h[-1]:g}']
         return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Path, status
 
 from procsift.service.api.deps import Authorized, LiveDep, SettingsDep
+from procsift.service.api.live_schemas import Groups, History, PlanView, ProcessDetail, ProcessList
 from procsift.service.api.schemas import CommandResult
 from procsift.service.live import CommandTimeout, LiveLink
 
@@ -32,7 +33,7 @@ def _row(p: dict[str, Any]) -> dict[str, Any]:
                                                     "top_syscalls", "run_wait_transitions")}}
 
 
-@router.get("/processes", responses=_503)
+@router.get("/processes", response_model=ProcessList, responses=_503)
 def processes(live: LiveDep) -> dict[str, Any]:
     """Every tracked process: label, group, placement, the last window's key figures."""
     snap = _snapshot(live)
@@ -40,7 +41,7 @@ def processes(live: LiveDep) -> dict[str, Any]:
     return {"windows": snap["windows"], "t": snap["t"], "paused": snap["paused"], "processes": rows}
 
 
-@router.get("/processes/{pid}", responses={**_503, 404: {"description": "not tracked"}})
+@router.get("/processes/{pid}", response_model=ProcessDetail, responses={**_503, 404: {"description": "not tracked"}})
 def process(live: LiveDep, pid: int = Path(ge=1, le=2**22)) -> dict[str, Any]:
     """Why a process is placed as it is: its recent windows, label, probability, rule and action."""
     snap = _snapshot(live)
@@ -50,19 +51,26 @@ def process(live: LiveDep, pid: int = Path(ge=1, le=2**22)) -> dict[str, Any]:
     return p
 
 
-@router.get("/groups", responses=_503)
+@router.get("/groups", response_model=Groups, responses=_503)
 def groups(live: LiveDep) -> dict[str, Any]:
     """Per label: processes, profiles applied and the CPUs the group may use."""
     snap = _snapshot(live)
     return {"policy": snap["policy"], "paused": snap["paused"], "groups": snap["groups"]}
 
 
-@router.get("/plan", responses=_503)
+@router.get("/plan", response_model=PlanView, responses=_503)
 def plan(live: LiveDep) -> dict[str, Any]:
     """The last window's plan: actions and the processes deliberately left alone."""
     snap = _snapshot(live)
     return {"policy": snap["policy"], "dry_run": snap["dry_run"], "paused": snap["paused"],
             "actions": snap["plan"], "skipped": snap["skipped"], "label_changes": snap["label_changes"]}
+
+
+@router.get("/history", response_model=History, responses=_503)
+def history(live: LiveDep) -> dict[str, Any]:
+    """The last 10 minutes, one point per window: processes, CPU share and run-queue delay per
+    label, PSI cpu/io, changes applied; and each process's label changes (the dashboard's charts)."""
+    return _snapshot(live)["history"]  # type: ignore[no-any-return]
 
 
 _AUTH: dict[int | str, dict[str, Any]] = {401: {"description": "missing or wrong bearer token"}, 504: {"description": "daemon did not answer"}}

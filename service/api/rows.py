@@ -159,7 +159,8 @@ def parquet_batch(body: bytes, columns: list[str], max_rows: int) -> Batch:
         pf = pq.ParquetFile(pa.BufferReader(body))
     except (pa.ArrowException, OSError, ValueError) as err:
         raise RowsError(400, f"body is not a readable Parquet file ({str(err).splitlines()[0]})") from err
-    raw = (pf.schema_arrow.metadata or {}).get(b"procsift")
+    schema = pf.schema_arrow  # a property that rebuilds the schema on every access
+    raw = (schema.metadata or {}).get(b"procsift")
     if raw is not None:
         try:
             meta = TraceMeta.from_json(raw, "body")
@@ -174,7 +175,8 @@ def parquet_batch(body: bytes, columns: list[str], max_rows: int) -> Batch:
     if n > max_rows:
         raise RowsError(413, f"{n} windows; at most {max_rows} per request")
     wanted = sorted({*columns, "pid", "start_time", "t_start", "run_ns", "switches_in", "syscalls"})
-    missing = [c for c in wanted if c not in pf.schema_arrow.names]
+    present = set(schema.names)
+    missing = [c for c in wanted if c not in present]
     if missing:
         raise RowsError(422, f"missing column(s) {', '.join(missing[:5])}"
                              f"{f' and {len(missing) - 5} more' if len(missing) > 5 else ''} "
