@@ -85,8 +85,9 @@ def _json_rows(body: bytes) -> list[Window]:
     try:
         rows = PredictRows.model_validate_json(body or b"null")
     except ValidationError as err:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors(include_url=False)]) \
-            from err
+        # the raw body is not echoed back (it need not even be text)
+        raise RequestValidationError([{**{k: v for k, v in e.items() if not isinstance(v, bytes)},
+                                       "loc": ("body", *e["loc"])} for e in err.errors(include_url=False)]) from err
     return [window_of(r) for r in rows.windows]
 
 

@@ -18,21 +18,21 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 from procsift.collector.schema import (
     FLOAT_COLUMNS, LABELS, SCHEMA_VERSION, Window, is_insufficient,
 )
 from procsift.collector.syscalls import CATEGORIES, category_of
 from procsift.collector.traceio import TraceMeta
-from procsift.service.api.schemas import Int, WindowIn
+from procsift.service.api.schemas import WindowIn, _number
 
 __all__ = ["WindowRow", "PredictRows", "RowsError", "Batch", "PARQUET_TYPE", "parquet_batch", "window_of",
            "document_rows"]
 
 PARQUET_TYPE = "application/vnd.apache.parquet"
 CategoryName = Literal.__getitem__(CATEGORIES)  # type: ignore[attr-defined]
-_COUNT = Annotated[int, Field(ge=0, le=2**53)]
+_COUNT = Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_number)]  # as WindowIn.syscall_counts
 _LIMIT = 2**53  # counts, nanoseconds and bytes stay exact in a float64 below this
 
 
@@ -47,13 +47,13 @@ class RowsError(Exception):
 class WindowRow(WindowIn):
     """A Window row as procsift prints or stores it; derived fields are checked, not refused."""
 
-    syscalls: Int | None = Field(None, ge=0, le=_LIMIT, description="derived: the sum of the syscall counts")
+    syscalls: _COUNT | None = Field(None, description="derived: the sum of the syscall counts")
     categories: dict[CategoryName, _COUNT] | None = Field(  # type: ignore[valid-type]
         None, description="derived: the syscall counts summed per category")
-    insufficient: bool | None = Field(
+    insufficient: StrictBool | None = Field(
         None, description="derived: too quiet to judge; ignored, recomputed from the figures (as on loading a trace: "
                           "recordings made before the rule last changed carry the old flag)")
-    exited: bool = False
+    exited: StrictBool = False
     label: Literal.__getitem__(LABELS) | None = None  # type: ignore[valid-type]
     source: str | None = Field(None, max_length=4096)
 

@@ -93,9 +93,15 @@ def test_live_endpoints_show_the_real_process(service: dict[str, Any]) -> None:
     assert code == 200 and sum(g["processes"] for g in groups["groups"].values()) >= 1
     code, plan = call(f"{base}/v1/plan")
     assert code == 200 and any(a["pid"] == pid for a in plan["actions"])
+    code, hist = call(f"{base}/v1/history")
+    assert code == 200 and hist["points"] and hist["span_s"] == 600
+    assert any(tl["pid"] == pid for tl in hist["timelines"])
+    assert sum(sum(p["cpu_share"].values()) for p in hist["points"]) > 0
     code, text = call(f"{base}/metrics")
     windows = next(float(ln.split()[1]) for ln in text.splitlines() if ln.startswith("procsift_windows_collected_total"))
     assert code == 200 and windows >= 1
+    cpu = [float(ln.split()[1]) for ln in text.splitlines() if ln.startswith("procsift_group_cpu_seconds_total{")]
+    assert sum(cpu) > 0 and 'procsift_group_runq_delay_seconds_bucket{label="' in text
 
 
 def test_control_changes_only_with_the_token_and_really_restores(service: dict[str, Any]) -> None:
@@ -135,10 +141,17 @@ def test_dashboard_shows_real_process_rows_in_chromium(service: dict[str, Any]) 
             page.goto(service["base"] + "/")
             page.wait_for_selector(f"tr.proc[data-pid='{service['hog']}']", timeout=20_000)
             page.wait_for_selector(".group", timeout=10_000)
+            # the charts drawn from /v1/history: several windows of real data, the hog on its timeline
+            page.wait_for_function("document.querySelector('#c-cpu path.line') && "
+                                   "document.querySelector('#c-cpu path.line').getAttribute('d').split('L').length > 3",
+                                   timeout=30_000)
+            page.wait_for_selector(f"#c-timeline rect.seg[data-pid='{service['hog']}']", timeout=10_000)
+            lines = {c: page.locator(f"#{c} path.line").count() for c in ("c-procs", "c-cpu", "c-runq", "c-psi")}
             rows = page.locator("tr.proc").count()
             status = page.locator("#status").inner_text()
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         finally:
             browser.close()
     assert rows >= 1 and status.startswith("window ")
+    assert all(n >= 1 for n in lines.values()), lines
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000

@@ -170,6 +170,11 @@ def test_bad_parquet_bodies_are_one_clear_4xx(client: TestClient, frame: pd.Data
         assert isinstance(detail, str) and "\n" not in detail and message in detail, (message, detail)
 
 
+def test_a_body_that_is_not_text_is_a_422_without_echoing_it(client: TestClient) -> None:
+    r = client.post("/v1/predict", content=b"\x80\xff", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "json_invalid"
+
+
 def test_other_content_types_are_a_415(client: TestClient) -> None:
     r = client.post("/v1/predict", content=b"pid,start_time\n1,2\n", headers={"content-type": "text/csv"})
     assert r.status_code == 415 and "application/vnd.apache.parquet" in r.json()["detail"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from procsift.models import load_bundle
 from procsift.service.api import Settings, create_app
@@ -45,7 +46,11 @@ def published_snapshot(tmp_path_factory: pytest.TempPathFactory) -> None:
 @schema.parametrize()
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_own_openapi(case: schemathesis.Case) -> None:
-    case.call_and_validate()
+    # A row's derived fields (syscalls, categories) must add up to its syscall counts: a rule
+    # across fields that JSON Schema cannot state, so a schema-valid row may rightly get a 422
+    # there (tests/service/test_api_rows.py checks that rule). Every other check stays on.
+    skip = [positive_data_acceptance] if case.path == "/v1/predict" else []
+    case.call_and_validate(excluded_checks=skip)
 
 
 def test_the_snapshot_is_served(published_snapshot: None) -> None:

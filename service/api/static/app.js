@@ -68,9 +68,10 @@ function drawChanges(plan) {
 
 async function refresh() {
   try {
-    const [procs, groups, plan, metrics] = await Promise.all([
+    const [procs, groups, plan, metrics, history] = await Promise.all([
       getJSON("/v1/processes"), getJSON("/v1/groups"), getJSON("/v1/plan"),
-      fetch("/metrics", { cache: "no-store" }).then((r) => r.text()).then(parseMetrics)]);
+      fetch("/metrics", { cache: "no-store" }).then((r) => r.text()).then(parseMetrics), getJSON("/v1/history")]);
+    drawHistory(history);
     drawFigures(metrics, procs);
     drawGroups(groups);
     drawProcesses(procs);
