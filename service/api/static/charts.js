@@ -4,6 +4,8 @@ const COLORS = { interactive: "#2f80ed", "html-serving": "#27ae60", background: 
   "psi cpu": "#eb5757", "psi io": "#f2994a", changes: "#1d2330" };
 const SVGNS = "http://www.w3.org/2000/svg";
 
+const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toPrecision(2));
+
 function el(name, attrs, text) {
   const e = document.createElementNS(SVGNS, name);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -26,11 +28,11 @@ function lineChart(id, title, series, unit, t0, t1) {
   for (const f of [0, 0.5, 1]) {
     svg.appendChild(el("line", { x1: L, x2: W - R, y1: y(f * ymax), y2: y(f * ymax), class: "grid" }));
     svg.appendChild(el("text", { x: L - 4, y: y(f * ymax) + 4, class: "axis", "text-anchor": "end" },
-      (f * ymax).toPrecision(2) + (f ? unit : "")));
+      fmt(f * ymax) + (f ? unit : "")));
   }
   svg.appendChild(el("text", { x: L, y: H - 6, class: "axis" }, new Date(t0 * 1000).toLocaleTimeString()));
   svg.appendChild(el("text", { x: W - R, y: H - 6, class: "axis", "text-anchor": "end" }, new Date(t1 * 1000).toLocaleTimeString()));
-  let lx = L + 150;
+  let lx = L + 6.2 * title.length + 12;  // legend after the title
   for (const [name, pts] of Object.entries(series)) {
     if (!pts.length) continue;
     const d = pts.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`).join("");
@@ -71,9 +73,9 @@ function drawHistory(h) {
     return out;
   };
   lineChart("c-procs", "processes per label", per("processes"), "", t0, t1);
-  lineChart("c-cpu", "CPU share per label (CPUs)", per("cpu_share"), "", t0, t1);
-  lineChart("c-runq", "run-queue delay per process (ms / window)", per("runq_ms"), " ms", t0, t1);
-  lineChart("c-psi", "pressure (PSI some avg10, %) and changes applied", {
+  lineChart("c-cpu", "CPU share (CPUs)", per("cpu_share"), "", t0, t1);
+  lineChart("c-runq", "run-queue delay (ms/window)", per("runq_ms"), " ms", t0, t1);
+  lineChart("c-psi", "PSI avg10 %, changes", {
     "psi cpu": pts.filter((p) => p.psi_cpu !== null).map((p) => [p.t, p.psi_cpu]),
     "psi io": pts.filter((p) => p.psi_io !== null).map((p) => [p.t, p.psi_io]),
     changes: pts.map((p) => [p.t, p.changes]) }, "", t0, t1);
