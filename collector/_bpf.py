@@ -11,6 +11,9 @@ from importlib import resources
 
 import numpy as np
 
+from pathlib import Path
+
+from procsift.collector._btf import VMLINUX, BtfError, task_offsets
 from procsift.collector.errors import BPFUnavailable
 from procsift.collector.samples import TASK_DTYPE, Drain
 from procsift.collector.schema import SOCKET_COLUMNS  # struct sock_io's fields, in order
@@ -18,7 +21,7 @@ from procsift.collector.schema import SOCKET_COLUMNS  # struct sock_io's fields,
 # task_stats fields copied as they are into TASK_DTYPE.
 _COPIED = ("tgid", "ppid", "state", "ts", "run_ns", "runq_ns", "sleep_ns", "block_ns",
            "switches_in", "voluntary", "involuntary", "transitions", "wakeups", "wakes_others",
-           "start_ns", "exited")
+           "start_ns", "exited", "k_seen", "k_exec", "k_delay", "k_pcount", "ev_runq", "ev_sw")
 
 __all__ = ["BpfProbe", "bpf_source"]
 
@@ -131,10 +134,11 @@ class BpfProbe:
     tracked : tids to follow (with their descendants), or None for every task.
     raw : attach sys_enter as a raw tracepoint; None picks it when the kernel has them.
     syscalls : count syscalls at all (False leaves only the scheduler probes).
+    btf : the kernel's BTF, for the task_struct offsets (missing: event-based times only).
     """
 
     def __init__(self, tracked: Iterable[int] | None = None, raw: bool | None = None,
-                 syscalls: bool = True) -> None:
+                 syscalls: bool = True, btf: Path = VMLINUX) -> None:
         if os.geteuid() != 0:
             raise BPFUnavailable("loading BPF needs root")
         bcc = _import_bcc()
@@ -147,6 +151,17 @@ class BpfProbe:
                                   for t in ("sock_send_length", "sock_recv_length"))
         if self.counts_sockets:
             cflags.append("-DSOCK_TRACEPOINTS")
+        # Struct offsets from the running kernel's BTF: without them (no BTF) the run and queue
+        # times come from the sched_switch events alone, which can miss a task's dispatch.
+        try:
+            offsets = task_offsets(btf)
+        except BtfError as err:
+            offsets, self.btf_missing = {}, str(err)
+        else:
+            self.btf_missing = None
+            cflags += [f"-D{name}={off}" for name, off in offsets.items()]
+            cflags += ["-DKERNEL_TIMES", "-DRAW_WAKEUP"] if self.raw else ["-DKERNEL_TIMES"]
+        self.kernel_times = self.btf_missing is None
         self.filtered = tracked is not None
         if self.filtered:
             cflags.append("-DFILTER_TRACKED")

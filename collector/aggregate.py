@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from procsift.collector.proc import CLK_TCK
+from procsift.collector.proc import CLK_TCK, read_schedstat
 from procsift.collector.samples import (
     STATE_BLOCK, STATE_RUNNABLE, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo,
 )
@@ -42,13 +42,41 @@ def _may_have_done_io(sys_counts: dict[str, int], block_ns: int, counts_syscalls
     return not _IO_NAMES.isdisjoint(sys_counts)
 
 
-def _cumulative(tasks: np.ndarray, now_ns: int) -> np.ndarray:
-    """(n, counters) of each task's figures now, including the span of the state it is in."""
+Schedstat = Callable[[int], "tuple[int, int, int] | None"]
+
+
+def _cumulative(tasks: np.ndarray, now_ns: int, schedstat: Schedstat | None = None) -> np.ndarray:
+    """(n, counters) of each task's figures now, including the span of the state it is in.
+
+    The span goes to the column of the state the probe last saw. A task on a CPU or its queue
+    whose probe kept the kernel's own counters (k_seen) is read from them instead, when
+    `schedstat` (tid -> the kernel's counters now) can: the kernel can dispatch a task without
+    the event that says so, and then a "queued" task has in fact been running.
+    """
     cum = np.stack([tasks[c] for c in _COUNTERS], axis=1)
     ts = tasks["ts"]
     span = np.where((ts > 0) & (ts < now_ns), now_ns - ts, 0)
-    for state, col in _SPAN_COLUMN.items():
-        mask = tasks["state"] == state
+    state = tasks["state"]
+    exact = np.zeros(len(tasks), dtype=bool)
+    if schedstat is not None:
+        on_cpu = ((state == STATE_RUNNING) | (state == STATE_RUNNABLE)) & (tasks["k_seen"] != 0) & (tasks["exited"] == 0)
+        for i in np.flatnonzero(on_cpu).tolist():
+            now = schedstat(int(tasks["tid"][i]))
+            if now is None:
+                continue
+            ran = now[0] - int(tasks["k_exec"][i])
+            waited = now[1] - int(tasks["k_delay"][i])
+            runs = now[2] - int(tasks["k_pcount"][i])
+            if ran < 0 or waited < 0 or runs < 0:
+                continue  # another task under a reused tid
+            if state[i] == STATE_RUNNABLE and ran == 0:
+                continue  # really waiting for a CPU: the span is queue time
+            exact[i] = True
+            cum[i, _C["run_ns"]] += ran
+            cum[i, _C["runq_ns"]] += max(waited - int(tasks["ev_runq"][i]), 0)
+            cum[i, _C["switches_in"]] += max(runs - int(tasks["ev_sw"][i]), 0)
+    for st, col in _SPAN_COLUMN.items():
+        mask = (state == st) & ~exact
         cum[mask, col] += span[mask]
     return cum
 
@@ -81,11 +109,15 @@ class Aggregator:
     info : (pid, io) -> ProcInfo now, or None when the process is gone; io=False may skip
         the I/O byte counters (then -1).
     tgid_of : tid -> its process id, or None when it is gone.
+    schedstat : tid -> the kernel's (on-CPU ns, queue wait ns, dispatches) now, or None; read
+        only for tasks on a CPU or its queue whose probe keeps the kernel's counters.
     """
 
     def __init__(self, host: str, info: Callable[[int, bool], ProcInfo | None],
-                 tgid_of: Callable[[int], int | None], clk_tck: int = CLK_TCK) -> None:
+                 tgid_of: Callable[[int], int | None], clk_tck: int = CLK_TCK,
+                 schedstat: Schedstat | None = read_schedstat) -> None:
         self.host = host
+        self._schedstat = schedstat
         self._info = info
         self._tgid_of = tgid_of
         self._ns_per_tick = 1_000_000_000 // clk_tck
@@ -135,7 +167,7 @@ class Aggregator:
         tasks = drain.tasks
         forget = [int(t) for t in tasks["tid"][tasks["exited"] != 0]]
         tgid = self._resolve_tgids(tasks)
-        delta = self._deltas(tasks, _cumulative(tasks, drain.now_ns))
+        delta = self._deltas(tasks, _cumulative(tasks, drain.now_ns, self._schedstat))
 
         placed = tgid > 0
         groups, inv = np.unique(tgid[placed], return_inverse=True)

@@ -14,8 +14,8 @@ import psutil
 
 from procsift.collector.samples import ProcInfo
 
-__all__ = ["CLK_TCK", "PAGE_SIZE", "Stat", "read_stat", "read_io", "tgid_of", "task_ids",
-           "is_kernel_thread", "ProcReader"]
+__all__ = ["CLK_TCK", "PAGE_SIZE", "Stat", "read_stat", "read_io", "read_schedstat", "tgid_of",
+           "task_ids", "is_kernel_thread", "ProcReader"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -81,6 +81,15 @@ def read_io(pid: int, root: str = "/proc") -> tuple[int, int, int, int]:
     except (OSError, ValueError):
         pass
     return out[0], out[1], out[2], out[3]
+
+
+def read_schedstat(tid: int, root: str = "/proc") -> tuple[int, int, int] | None:
+    """A task's (on-CPU ns, run-queue wait ns, dispatches) as the kernel counts them, or None."""
+    try:
+        f = _read(f"{root}/{tid}/schedstat").split()
+        return int(f[0]), int(f[1]), int(f[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def tgid_of(tid: int, root: str = "/proc") -> int | None:

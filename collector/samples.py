@@ -38,6 +38,14 @@ class TaskSample:
     exited: bool = False
     comm: str = ""         # set at exit
     uid: int = -1          # set at exit
+    # The kernel's own counters (/proc/PID/schedstat: on-CPU ns, run-queue wait ns, dispatches)
+    # as of the task's last switch-out, when k_seen; ev_*: what switch-in events credited since.
+    k_seen: bool = False
+    k_exec: int = 0
+    k_delay: int = 0
+    k_pcount: int = 0
+    ev_runq: int = 0
+    ev_sw: int = 0
 
 
 _NUMERIC = [f.name for f in fields(TaskSample) if f.name != "comm"]

@@ -108,6 +108,9 @@ class Collector:
         if self.fallback_reason is not None:
             self.probe = ProcProbe(tracked=tracked)
             announce(f"using the /proc collector (no syscall counts): {self.fallback_reason}")
+        elif getattr(self.probe, "btf_missing", None):
+            announce(f"run and queue times from scheduler events alone, which can miss a dispatch "
+                     f"({self.probe.btf_missing})")  # type: ignore[attr-defined]
         self.kind = "proc" if self.fallback_reason is not None else "bpf"
         self._reader = ProcReader()
         self._agg = Aggregator(socket.gethostname(), self._reader.info, tgid_of)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from procsift.collector.aggregate import Aggregator
-from procsift.collector.samples import STATE_DEAD, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo, TaskSample
+from procsift.collector.samples import (
+    STATE_DEAD, STATE_RUNNABLE, STATE_RUNNING, STATE_SLEEP, Drain, ProcInfo, TaskSample,
+)
 
 TICK = 10_000_000  # ns per clock tick at CLK_TCK=100
 
@@ -19,6 +21,7 @@ class FakeProc:
     def __init__(self) -> None:
         self.procs: dict[int, ProcInfo] = {}
         self.threads: dict[int, int] = {}
+        self.sched: dict[int, tuple[int, int, int]] = {}  # tid -> /proc/TID/schedstat now
 
     def info(self, pid: int, io: bool = True) -> ProcInfo | None:
         return self.procs.get(pid)
@@ -26,9 +29,12 @@ class FakeProc:
     def tgid_of(self, tid: int) -> int | None:
         return self.threads.get(tid)
 
+    def schedstat(self, tid: int) -> tuple[int, int, int] | None:
+        return self.sched.get(tid)
+
 
 def _agg(fake: FakeProc) -> Aggregator:
-    return Aggregator("h", fake.info, fake.tgid_of, clk_tck=100)
+    return Aggregator("h", fake.info, fake.tgid_of, clk_tck=100, schedstat=fake.schedstat)
 
 
 def test_threads_fold_into_their_process_and_windows_are_deltas() -> None:
@@ -87,6 +93,39 @@ def test_a_loop_that_keeps_its_cpu_all_window_still_gets_its_row() -> None:
     (w3,) = agg.build(Drain.of(3000, [done]), 2.0, 1.0)[0]
     assert w3.run_ns == 500 and w3.exited
     assert w1.run_ns + w2.run_ns + w3.run_ns == 1650  # everything it ran, once
+
+
+def test_a_dispatch_the_probe_never_saw_is_read_from_the_kernels_counters() -> None:
+    """The kernel can put a task on a CPU without a sched_switch event (seen on 6.18 VMs): the
+    probe then still has it queued since its last switch-out. Its kernel counters say it ran,
+    so the window's run time is the kernel's, not queue time (before: a 0.3 s CPU loop lost its
+    whole 0.37 s slice, and a mostly idle one showed run-queue time it never waited)."""
+    fake = FakeProc()
+    fake.procs[40] = _info(40, 5)
+    agg = _agg(fake)
+    # Switched out (preempted) at t=1000 after 50 ns of CPU in all; k_*: the kernel's counters then.
+    out = TaskSample(tid=40, tgid=40, state=STATE_RUNNABLE, ts=1000, run_ns=50, switches_in=1,
+                     involuntary=1, k_seen=True, k_exec=50, k_delay=7, k_pcount=1)
+    fake.sched[40] = (50 + 800, 7 + 100, 2)  # by t=2000 the kernel had run it 800 ns, after 100 queued
+    (w,) = agg.build(Drain.of(2000, [out]), 0.0, 1.0)[0]
+    assert (w.run_ns, w.runq_ns, w.switches_in) == (50 + 800, 100, 2)
+    # Really queued (the kernel ran it for no time since): the span is queue time, as before.
+    fake.sched[40] = (50 + 800, 7 + 100, 2)
+    waiting = TaskSample(tid=40, tgid=40, state=STATE_RUNNABLE, ts=2500, run_ns=850, runq_ns=100,
+                         switches_in=2, involuntary=2, k_seen=True, k_exec=850, k_delay=107, k_pcount=2)
+    (w2,) = agg.build(Drain.of(3000, [waiting]), 1.0, 1.0)[0]
+    assert (w2.run_ns, w2.runq_ns) == (0, 500)
+
+
+def test_kernel_counters_of_a_reused_tid_are_not_taken() -> None:
+    fake = FakeProc()
+    fake.procs[41] = _info(41, 5)
+    agg = _agg(fake)
+    s = TaskSample(tid=41, tgid=41, state=STATE_RUNNING, ts=1000, run_ns=10_000, switches_in=3,
+                   k_seen=True, k_exec=10_000, k_delay=50, k_pcount=3, ev_sw=1)
+    fake.sched[41] = (20, 0, 1)  # a newer task under the same tid: counters below what was seen
+    (w,) = agg.build(Drain.of(1500, [s]), 0.0, 1.0)[0]
+    assert w.run_ns == 10_000 + 500  # the event-based span, up to now
 
 
 def test_process_exiting_mid_window_yields_its_last_row() -> None:
