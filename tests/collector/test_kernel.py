@@ -294,17 +294,27 @@ def test_reaggregated_short_windows_measure_what_long_windows_do(tmp_path: Path)
     try:
         for w in ("0.5", "2"):
             out = tmp_path / f"w{w}.parquet"
-            recs.append((out, subprocess.Popen([*PROCSIFT, "record", "-w", w, "-o", str(out), "-p", str(parent.pid),
-                                                "--duration", "12"], stderr=subprocess.PIPE, text=True)))
+            recs.append((out, subprocess.Popen([*PROCSIFT, "record", "-w", w, "-o", str(out), "-p", str(parent.pid)],
+                                               stderr=subprocess.PIPE, text=True)))
         for _, rec in recs:
             assert rec.stderr is not None and "recording PIDs" in rec.stderr.readline()
         assert parent.stdin is not None
         parent.stdin.write("go\n")
         parent.stdin.flush()
+        # Both recordings end when the workload has (not after a fixed time, which a busy machine
+        # can outlast): SIGTERM writes the window in progress too.
+        assert parent.wait(timeout=120) == 0
         for _, rec in recs:
-            assert rec.wait(timeout=40) == 0, rec.stderr.read() if rec.stderr else ""
+            rec.terminate()
+        for _, rec in recs:
+            assert rec.wait(timeout=60) == 0, rec.stderr.read() if rec.stderr else ""
     finally:
+        if parent.poll() is None:
+            parent.kill()
         parent.wait(timeout=20)
+        for _, rec in recs:
+            if rec.poll() is None:
+                rec.kill()
     short, live = (read_trace(out) for out, _ in recs)
     folded = reaggregate(short.frame, 0.5, 2.0)
     kids = {}
