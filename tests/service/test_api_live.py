@@ -52,7 +52,9 @@ def nice(pid: int) -> int:
 def service(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("live")
     (tmp / "policy.toml").write_text(POLICY)
-    hog = subprocess.Popen([sys.executable, "-c", HOG])
+    # Its own session, so its own autogroup: the autogroup nice the daemon sets is not also
+    # the test runner's (nor shared with another suite's daemon on the same machine).
+    hog = subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True)
     port = free_port()
     log = open(tmp / "daemon.log", "w")
     d = subprocess.Popen([*PROCSIFT, "run", "--policy", str(tmp / "policy.toml"), "--journal", str(tmp / "j.json"),

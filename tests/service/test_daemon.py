@@ -68,7 +68,9 @@ def policy(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def hog():  # type: ignore[no-untyped-def]
-    proc = subprocess.Popen([sys.executable, "-c", HOG])
+    # Its own session, so its own autogroup: the autogroup nice the daemon sets is not also
+    # the test runner's (nor shared with another suite's daemon on the same machine).
+    proc = subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True)
     yield proc
     proc.kill()
     proc.wait()
