@@ -222,9 +222,18 @@ class Daemon:
             policy = load_policy(self.cfg.policy_path)
             bundle = load_bundle(self.cfg.model_path)
         except ProcsiftError as err:
-            log.warning("event=reload-refused why=%r then='kept the running policy and model'", str(err))
-            print(f"procsift: reload refused, keeping the running policy and model: {err}", file=sys.stderr)
-            return str(err)
+            why = str(err)
+        except Exception as err:  # noqa: BLE001 - the reload boundary: nothing a loader raises may end the daemon
+            kind = type(err).__qualname__ if type(err).__module__ == "builtins" else \
+                f"{type(err).__module__}.{type(err).__qualname__}"
+            why = f"{kind} while loading policy or model: {err}"
+        else:
+            why = None
+        if why is not None:
+            log.warning("event=reload-refused why=%r then='kept the running policy and model'", why)
+            print(f"procsift: reload refused, keeping the running policy and model: {why}", file=sys.stderr)
+            return why
+        # Both are whole and valid: only now do they replace the running ones (together).
         self.policy, self.bundle = policy, bundle
         log.info("event=reloaded policy=%s model=%s", self.cfg.policy_path or "default",
                  self.cfg.model_path or "default")

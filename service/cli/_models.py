@@ -15,8 +15,8 @@ import pandas as pd
 
 from procsift.collector.errors import ProcsiftError
 from procsift.models import (
-    MODEL_KINDS, Bundle, Smoother, cross_validate, load_bundle, load_traces, save_bundle,
-    train_bundle,
+    MODEL_KINDS, Bundle, Smoother, check_bundle_target, cross_validate, load_bundle, load_traces,
+    save_bundle, train_bundle,
 )
 from procsift.models.report import format_scores, write_report
 
@@ -51,6 +51,7 @@ def _split_bundle(paths: list[str]) -> tuple[str | None, list[str]]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    check_bundle_target(Path(args.output))  # before minutes of training, not after
     bar = _bar(len(args.traces) + 3, f"train {args.model}")
     step = lambda msg: (bar.set_postfix_str(msg), bar.update(1))  # noqa: E731
     traces = load_traces(args.traces, args.window, progress=step, every_offset=True)
