@@ -258,7 +258,8 @@ class Daemon:
             return {"ok": why is None, "error": why, "policy": self.policy.kind, "model": self.bundle.kind}
         raise ValueError(f"unknown command {name!r}")
 
-    def _serve_commands(self, applier: Applier) -> None:
+    def serve_commands(self, applier: Applier) -> None:
+        """Carry out every command the API queued since the last call (the loop calls it each window)."""
         for cmd in self.live.take_commands():
             self._answer(cmd, applier)
 
@@ -285,7 +286,7 @@ class Daemon:
             for rows in collector.windows(count=self.cfg.count, stop=lambda: self._stop):
                 t0 = time.perf_counter()
                 self.tick(rows, collector.kind, applier)
-                self._serve_commands(applier)
+                self.serve_commands(applier)
                 took = time.perf_counter() - t0
                 self.loop_ms.append(took * 1e3)
                 self.loop_ms = self.loop_ms[-100:]

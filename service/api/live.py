@@ -81,7 +81,7 @@ def _control(name: str):  # type: ignore[no-untyped-def]
         except CommandTimeout as err:
             raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, str(err)) from err
         if not result.get("ok", True):  # a refused reload: the daemon runs on with what it had
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+            raise HTTPException(422,
                                 f"{result.get('error')} (the running policy and model are kept)")
         return CommandResult(command=name, **result)  # type: ignore[arg-type]
     endpoint.__name__, endpoint.__doc__ = name, _CONTROL[name]

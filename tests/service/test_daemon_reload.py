@@ -108,7 +108,7 @@ def live_client(files: dict[str, Path]) -> Iterator[tuple[TestClient, Daemon]]:
 
     def loop() -> None:
         while not stop.is_set():
-            d._serve_commands(applier)
+            d.serve_commands(applier)
             time.sleep(0.01)
     t = threading.Thread(target=loop, daemon=True)
     t.start()
