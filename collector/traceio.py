@@ -34,7 +34,7 @@ from procsift.collector.schema import (
 
 __all__ = [
     "TraceMeta", "Trace", "windows_to_frame", "read_trace", "write_trace", "host_facts",
-    "FORMATS", "format_of", "windows_to_columns", "window_values",
+    "FORMATS", "format_of", "windows_to_columns", "window_values", "writable",
 ]
 
 COLLECTOR_VERSION = "0.1.0"
@@ -334,18 +334,32 @@ def format_of(path: str | os.PathLike[str]) -> str:
     raise TraceError(str(path), f"unknown trace format {ext!r}; use .parquet, .csv or .arff")
 
 
+def writable(path: str | os.PathLike[str]) -> None:
+    """Refuse now, with one TraceError, a trace path that could not be written later (its folder
+    is missing or not writable, or the path is a folder)."""
+    path = Path(path)
+    fd, tmp = _temp_beside(path, ".probe")
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
+    """A new temporary file in `path`'s folder, or a TraceError saying why there can be none."""
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        if not folder.is_dir():
+            raise TraceError(str(path), f"folder {folder} does not exist")
+        if path.is_dir():
+            raise TraceError(str(path), "is a folder; give a file name to write the trace to")
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=folder)
+    except OSError as err:
+        raise TraceError(str(path), f"cannot write in {folder} ({err.strerror})") from err
+
+
 def _atomic_write(path: Path, writer: Any) -> None:
     """Run writer(tmp_path) then rename tmp over `path`; no half-written file, ever."""
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise TraceError(str(path), f"folder {folder} does not exist")
-    if path.is_dir():
-        raise TraceError(str(path), "is a folder; give a file name to write the trace to")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        raise TraceError(str(path), f"cannot write in {folder} ({err.strerror})") from err
+    fd, tmp = _temp_beside(path, ".tmp")
     os.close(fd)
     try:
         writer(tmp)

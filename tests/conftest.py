@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder every user can reach (pytest's own tmp folders are root-only), for tests that
+    run procsift as another user (nobody) against files in it."""
+    path = Path(tempfile.mkdtemp(prefix="procsift-test-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -29,7 +29,9 @@ __all__ = ["main", "build_parser"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every verb registered."""
-    parser = argparse.ArgumentParser(
+    from procsift.service.cli._args import Parser  # noqa: PLC0415
+
+    parser = Parser(
         prog="procsift",
         description="Learn what each process is doing from its behaviour, and place it accordingly.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -63,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as err:  # the last net: a file or folder the system refused, as one line
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"procsift: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

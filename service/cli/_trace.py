@@ -12,6 +12,7 @@ from procsift.collector import read_trace, write_trace
 from procsift.collector.schema import (
     IDENTITY_COLUMNS, LABELS, SCHED_COLUMNS,
 )
+from procsift.service.cli._args import nonneg_int
 
 __all__ = ["register", "trace_summary"]
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     info.set_defaults(func=cmd_info)
     head = tsub.add_parser("head", help="the first rows")
     head.add_argument("file")
-    head.add_argument("-n", type=int, default=10, help="rows to show (default 10)")
+    head.add_argument("-n", type=nonneg_int, default=10, help="rows to show (default 10)")
     head.set_defaults(func=cmd_head)
     conv = tsub.add_parser("convert", help="convert between Parquet, CSV and ARFF (by extension)")
     conv.add_argument("file")

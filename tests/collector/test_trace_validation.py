@@ -135,11 +135,10 @@ def _as_nobody() -> list[str]:
 
 
 @pytest.mark.parametrize("ext", ["csv", "arff", "parquet"])
-def test_an_unreadable_trace_is_one_line_for_a_user(tmp_path: Path, ext: str) -> None:
-    path = tmp_path / f"secret.{ext}"
+def test_an_unreadable_trace_is_one_line_for_a_user(open_tmp: Path, ext: str) -> None:
+    path = open_tmp / f"secret.{ext}"
     write_trace(path, windows_to_frame([]), TraceMeta(window_s=1.0))
     os.chmod(path, 0o000)
-    os.chmod(tmp_path, 0o755)
     if os.geteuid() != 0 and os.access(path, os.R_OK):
         pytest.skip("this user can read a mode-000 file")
     res = subprocess.run([*_as_nobody(), *PROCSIFT, "trace", "info", str(path)], capture_output=True,
