@@ -92,8 +92,9 @@ def test_record_duration_ends_the_recording_while_the_command_runs(tmp_path: Pat
 
 def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) -> None:
     out = tmp_path / "t.parquet"
+    pidfile = tmp_path / "command.pid"
     p = subprocess.Popen([*PROCSIFT, "record", "--proc", "-o", str(out), "--", "bash", "-c",
-                          "trap '' INT TERM; while :; do sleep 0.2; done"],
+                          f"echo $$ > {pidfile}; trap '' INT TERM; while :; do sleep 0.2; done"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         time.sleep(3)
@@ -102,8 +103,13 @@ def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) ->
     finally:
         if p.poll() is None:
             p.kill()
+        command = int(pidfile.read_text())
+        alive = Path(f"/proc/{command}").exists() and "Z" not in Path(f"/proc/{command}/stat").read_text().split()[2]
+        if alive:
+            os.kill(command, signal.SIGKILL)
     assert "wrote" in err and out.exists(), err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "command stopped on Ctrl-C (SIGKILL" in err
+    assert not alive
 
 
 def test_record_refuses_an_output_it_cannot_write_before_recording(open_tmp: Path) -> None:
