@@ -16,6 +16,7 @@ import socket
 import stat
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -471,9 +472,13 @@ def _read_csv(fh: Any, path: str) -> tuple[TraceMeta | None, pd.DataFrame]:
             _check_version(meta, path)
         else:
             text.seek(0)
-        frame = pd.read_csv(text, keep_default_na=False, na_values={"label": [""], "source": [""]},
-                            dtype={c: str for c in STR_COLUMNS}, index_col=False)
-    except (ValueError, OverflowError, pd.errors.EmptyDataError) as err:  # ParserError, UnicodeDecodeError
+        with warnings.catch_warnings():
+            # A row with more values than the header has columns: pandas drops the extra ones with
+            # only a warning. That is a damaged file, not a trace.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(text, keep_default_na=False, na_values={"label": [""], "source": [""]},
+                                dtype={c: str for c in STR_COLUMNS}, index_col=False)
+    except (ValueError, OverflowError, pd.errors.EmptyDataError, pd.errors.ParserWarning) as err:
         raise TraceError(path, f"not a readable CSV trace: {err}") from err
     return meta, frame
 

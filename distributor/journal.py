@@ -125,8 +125,8 @@ def _check_entry(path: str, key: str, e: Any) -> None:
             raise _bad(path, key, f"applied.{f}", v, allowed)
     tids = e.get("applied_tids")
     if not isinstance(tids, dict) or not all(
-            isinstance(t, str) and _TID.match(t) and isinstance(fs, list) and set(fs) <= set(_FIELDS)
-            and all(isinstance(f, str) for f in fs) for t, fs in tids.items()):
+            isinstance(t, str) and _TID.match(t) and isinstance(fs, list)
+            and all(isinstance(f, str) and f in _FIELDS for f in fs) for t, fs in tids.items()):
         raise _bad(path, key, "applied_tids", tids, "an object of thread id to a list of fields")
     for name in ("cgroup", "cpuset"):
         if name in e:
@@ -187,7 +187,11 @@ class Journal:
             os.close(fd)
             raise JournalError(str(self.path), "in use by another procsift (its lock is held)") from None
         self._lock_fd = fd
-        self._read()
+        try:
+            self._read()
+        except BaseException:
+            self.close()  # a journal that cannot be read does not keep its lock
+            raise
         return self
 
     def _read(self) -> None:

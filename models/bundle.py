@@ -282,12 +282,24 @@ def _str_list(value: object, nonempty: bool = False) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value) and (bool(value) or not nonempty)
 
 
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (NaN, Infinity and -Infinity are not numbers the API can send)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        _no_constant(f"{text} (overflows to infinity)")
+    return value
+
+
 def _read_metadata(path: Path, data: bytes) -> dict[str, Any]:
     """Parse metadata.json and check every field it must or may have (the bundle metadata schema)."""
     try:
-        meta = json.loads(data.decode("utf-8"))
+        meta = json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise BundleError(str(path), f"{META_FILE} is unreadable or not JSON ({err.__class__.__name__})") from err
+        raise BundleError(str(path), f"{META_FILE} is unreadable or not JSON ({err.__class__.__name__}"
+                                     f"{': ' + str(err) if 'NaN' in str(err) else ''})") from err
     if not isinstance(meta, dict):
         raise BundleError(str(path), f"{META_FILE} is not a JSON object")
     missing = [k for k in ("format", "kind", "labels", "window_s", "input_columns", "feature_names",
@@ -430,4 +442,26 @@ def load_bundle(path: str | os.PathLike[str] | None = None) -> Bundle:
         raise BundleError(str(p), f"{MODEL_FILE} holds an unfitted model") from err
     if labels != list(meta["labels"]):
         raise IncompatibleModel(str(p), "model labels differ from metadata.json")
+    _check_predicts(bundle, p)
     return bundle
+
+
+def _check_predicts(bundle: Bundle, p: Path) -> None:
+    """Run one made-up window through every path a loaded model serves (row, frame, explain, the
+    /proc fallback): a model that unpickled but cannot predict is refused here, at load, not in the
+    daemon's loop or an API request later (a pickle flipped in one bit did exactly that)."""
+    row = dict.fromkeys(bundle.row_columns, 0.0)
+    row.update(dur_s=bundle.window_s, switches_in=10.0, syscalls=10.0, nthreads=1.0)
+    try:
+        _, proba = bundle.predict_row(row)
+        _, frame_proba = bundle.predict_frame(pd.DataFrame([row]), collector="bpf")
+        bundle.explain_row(row)
+        if bundle.fallback is not None:
+            bundle.predict_row(row, collector="proc")
+        ok = (proba.shape == (len(bundle.labels),) and frame_proba.shape == (1, len(bundle.labels))
+              and bool(np.isfinite(proba).all()) and abs(float(proba.sum()) - 1) < 1e-6)
+    except Exception as err:  # noqa: BLE001 - the model's own code: whatever it raises, it cannot serve
+        raise BundleError(str(p), f"{MODEL_FILE} holds a model that cannot predict ({err.__class__.__name__}: "
+                                  "corrupt?)") from err
+    if not ok:
+        raise BundleError(str(p), f"{MODEL_FILE} holds a model whose probabilities are not probabilities (corrupt?)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import json
 import os
 import shutil
 import tempfile
@@ -9,6 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def fuzz_tally() -> Iterator[collections.Counter[str]]:
+    """Inputs the property-based fuzzers tried, per fuzzer (and outcome); written at the end of the
+    session to test-artifacts/fuzz-counts.json."""
+    tally: collections.Counter[str] = collections.Counter()
+    yield tally
+    if tally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "fuzz-counts.json").write_text(json.dumps(dict(sorted(tally.items())), indent=1))
 
 
 @pytest.fixture
