@@ -282,24 +282,24 @@ def _str_list(value: object, nonempty: bool = False) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value) and (bool(value) or not nonempty)
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON (NaN, Infinity and -Infinity are not numbers the API can send)")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        _no_constant(f"{text} (overflows to infinity)")
-    return value
+def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The first NaN or infinity anywhere in a JSON document, as (dotted path, value)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{where}.{k}" if where else str(k))
+        if found:
+            return found
+    return None
 
 
 def _read_metadata(path: Path, data: bytes) -> dict[str, Any]:
     """Parse metadata.json and check every field it must or may have (the bundle metadata schema)."""
     try:
-        meta = json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+        meta = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise BundleError(str(path), f"{META_FILE} is unreadable or not JSON ({err.__class__.__name__}"
-                                     f"{': ' + str(err) if 'NaN' in str(err) else ''})") from err
+        raise BundleError(str(path), f"{META_FILE} is unreadable or not JSON ({err.__class__.__name__})") from err
     if not isinstance(meta, dict):
         raise BundleError(str(path), f"{META_FILE} is not a JSON object")
     missing = [k for k in ("format", "kind", "labels", "window_s", "input_columns", "feature_names",
@@ -341,6 +341,9 @@ def _read_metadata(path: Path, data: bytes) -> dict[str, Any]:
         raise _bad(path, "training", {"random_state": rs}, "random_state a whole number 0 to 2^32-1")
     if not isinstance(training.get("sha256", ""), str) or not isinstance(training.get("files", []), list):
         raise _bad(path, "training", training, "sha256 as text and files as a list")
+    found = _non_finite(meta)  # JSON has no NaN or Infinity: /v1/model could not send them
+    if found:
+        raise _bad(path, found[0], found[1], "finite numbers (JSON has no NaN or Infinity)")
     return meta
 
 
