@@ -13,6 +13,7 @@ __all__ = [
     "SOCKET_COLUMNS", "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
     "MIN_DISPATCHES", "MIN_SYSCALLS", "IDLE_RUN_NS", "syscall_column", "category_column", "is_insufficient",
     "COUNT_MAX", "PID_MAX", "WINDOW_RANGE_S", "MAX_TRACE_WINDOWS", "TEXT_MAX", "value_range", "allowed_values",
+    "printable",
 ]
 
 SCHEMA_VERSION = 3
@@ -94,6 +95,16 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     "pid": (0, PID_MAX, False), "ppid": (0, PID_MAX, False), "nthreads": (0, PID_MAX, False),
     "uid": (-1, 2**32 - 1, False),
 }
+
+
+def printable(text: object) -> str:
+    """Text as it may be shown on a terminal or in a log line: control and format characters (an
+    escape sequence, a newline, a bidi override) written as \\x1b, \\n, \\u202e. Any user can name
+    a process "\\x1b]0;...": its comm must not drive the terminal of whoever runs `procsift top`."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
 
 
 def value_range(column: str) -> tuple[float, float, bool]:

@@ -27,6 +27,7 @@ from procsift.collector import Window
 from procsift.collector.traceio import windows_to_columns
 from procsift.collector.errors import ProcessGone, ProcsiftError
 from procsift.collector.proc import ProcReader, read_stat
+from procsift.collector.schema import printable
 from procsift.collector.samples import ProcInfo
 from procsift.collector.session import Collector
 from procsift.distributor import (
@@ -211,6 +212,12 @@ class Daemon:
             self._stop = True
 
     @property
+    def backend(self) -> str:
+        """The placement backend: --backend when given, else the policy's own `backend` (it was
+        ignored before: a policy's backend = "none" still got the cgroup backend)."""
+        return self.cfg.backend if self.cfg.backend != "auto" else self.policy.backend
+
+    @property
     def _columns(self) -> list[str]:
         """The trace columns the model (and its /proc fallback) reads."""
         return self.bundle.row_columns
@@ -231,7 +238,8 @@ class Daemon:
             why = None
         if why is not None:
             log.warning("event=reload-refused why=%r then='kept the running policy and model'", why)
-            print(f"procsift: reload refused, keeping the running policy and model: {why}", file=sys.stderr)
+            print(f"procsift: reload refused, keeping the running policy and model: {printable(why)}",
+                  file=sys.stderr)
             return why
         # Both are whole and valid: only now do they replace the running ones (together).
         self.policy, self.bundle = policy, bundle
@@ -273,7 +281,7 @@ class Daemon:
 
     def run(self) -> int:
         """Run until stopped (or `count` windows); restore everything; return the exit status."""
-        applier = Applier(self.cfg.journal_path, backend=self.cfg.backend, dry_run=self.cfg.dry_run)
+        applier = Applier(self.cfg.journal_path, backend=self.backend, dry_run=self.cfg.dry_run)
         recovered = applier.recover()
         if recovered.restored:
             print(f"procsift: restored {recovered.restored} process(es) left changed by a previous run",
@@ -474,7 +482,7 @@ class Daemon:
         for a in acts[:40]:
             tracked = self.procs.get((a.pid, a.start_time))
             prob = tracked.view.probability if tracked else 0.0
-            lines.append(f"{a.pid:>7} {a.comm[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
+            lines.append(f"{a.pid:>7} {printable(a.comm)[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
                          f"{a.rule[:60]}")
         if len(acts) > 40:
             lines.append(f"... and {len(acts) - 40} more")

@@ -137,3 +137,24 @@ def test_an_unwritable_output_folder_is_one_line(open_tmp: Path, args: list[str]
         pytest.skip("this user can write a mode-555 folder")
     res = run(*[a.format(ro=ro) for a in args], user="nobody" if os.geteuid() == 0 else None, timeout=300)
     one_line(res, str(ro), "ermission denied")
+
+
+def test_a_process_named_with_escape_sequences_cannot_drive_the_terminal() -> None:
+    """Any user can name a process "\\x1b]0;...\\x07\\x1b[2J"; `procsift top` shows it escaped."""
+    code = ("import ctypes, time\nctypes.CDLL(None).prctl(15, b'\\x1b]0;pwn\\x07\\x1b[2J', 0, 0, 0)\n"
+            "t = time.time()\nwhile time.time() - t < 20:\n    sum(range(20000)); time.sleep(0.005)\n")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        res = run("top", "--once", "--proc", "-p", str(p.pid), timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\\x1b]0;pwn" in res.stdout
+
+
+def test_log_lines_stay_one_line_whatever_a_value_holds() -> None:
+    from procsift.distributor._log import kv
+    line = kv("set", comm="x\nevent=restore pid=1", why="a\x1b[31mred")
+    assert "\n" not in line and "\x1b" not in line and line.startswith("event=set comm=")

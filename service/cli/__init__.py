@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 
 # Modules that add verbs; each has `register(subparsers)` and sets `func` on its parsers.
 _VERB_MODULES = (
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ProcsiftError as err:
-        print(f"procsift: error: {err}", file=sys.stderr)
+        print(f"procsift: error: {printable(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as err:  # the last net: a file or folder the system refused, as one line
         where = f"{err.filename}: " if err.filename else ""
-        print(f"procsift: error: {where}{err.strerror or err}", file=sys.stderr)
+        print(f"procsift: error: {printable(where)}{err.strerror or err}", file=sys.stderr)
         return 1
 
 

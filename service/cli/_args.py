@@ -10,7 +10,7 @@ import sys
 from typing import NoReturn
 
 from procsift.collector.errors import ProcsiftError
-from procsift.collector.schema import PID_MAX, WINDOW_RANGE_S
+from procsift.collector.schema import PID_MAX, WINDOW_RANGE_S, printable
 
 __all__ = ["Parser", "window_seconds", "seconds", "pid", "port", "positive_int", "nonneg_int", "fraction",
            "existing_pids"]
@@ -20,7 +20,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: "procsift: error: ... (see 'procsift VERB --help')", exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"procsift: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"procsift: error: {printable(message)} (see '{self.prog} --help')\n")
 
 
 def _number(text: str) -> float:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from procsift.collector import LABELS, TraceMeta, Window, write_trace
+from procsift.collector.schema import printable
 from procsift.collector.errors import ProcsiftError
 from procsift.collector.session import Collector, RowFilter
 from procsift.collector.traceio import format_of, writable
@@ -117,7 +118,7 @@ def render_table(rows: Sequence[Window], kind: str, window_s: float, limit: int 
     for w in shown:
         dur = max(w.dur_s, 1e-9)
         top3 = " ".join(f"{n}:{c}" for n, c in w.top_syscalls(3))
-        line = (f"{w.pid:>7} {w.comm[:15]:<15} {100 * w.run_ns / 1e9 / dur:6.1f} "
+        line = (f"{w.pid:>7} {printable(w.comm)[:15]:<15} {100 * w.run_ns / 1e9 / dur:6.1f} "
                 f"{w.syscalls_total / dur:8.0f} {_ms(w.runq_ns)} {_ms(w.max_wait_ns)} "
                 f"{w.run_wait_transitions:>5}  {top3}")
         lines.append(line[:max(width, len(cols))])

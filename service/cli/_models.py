@@ -16,6 +16,7 @@ import pandas as pd
 
 from procsift.collector import read_trace
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 from procsift.models import (
     MODEL_KINDS, Bundle, Smoother, check_bundle_target, cross_validate, load_bundle, load_traces,
     save_bundle, train_bundle,
@@ -42,7 +43,7 @@ def _load(path: str | None) -> Bundle:
         warnings.simplefilter("always")
         bundle = load_bundle(path)
     for w in caught:
-        print(f"procsift: warning: {w.message}", file=sys.stderr)
+        print(f"procsift: warning: {printable(w.message)}", file=sys.stderr)
     return bundle
 
 
@@ -167,7 +168,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     print(f"{'PID':>7} {'COMM':<16} {'LABEL':<13} {'P':>5} {'WINDOWS':>7}  TRACE")
     for r in sorted(results, key=lambda r: (r["trace"], str(r["label"]), r["pid"])):
         p = r["proba"][r["label"]] if r["proba"] and r["label"] else float("nan")
-        print(f"{r['pid']:>7} {r['comm'][:16]:<16} {str(r['label'] or '-'):<13} {p:>5.2f} {r['windows']:>7}  {r['trace']}")
+        print(f"{r['pid']:>7} {printable(r['comm'])[:16]:<16} {str(r['label'] or '-'):<13} {p:>5.2f} {r['windows']:>7}  {r['trace']}")
     return 0
 
 
@@ -207,7 +208,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                           "label": state.label, "changes": state.changes, "windows": behind,
                           "last_window": exp.as_dict()}, indent=2))
         return 0
-    print(f"pid {args.pid} ({rows['comm'].iloc[-1]}): {state.label} — {bundle.kind} model, "
+    print(f"pid {args.pid} ({printable(rows['comm'].iloc[-1])}): {state.label} — {bundle.kind} model, "
           f"{len(rows)} windows of {bundle.window_s:g} s, label changed {state.changes} time(s); "
           f"a label changes when it wins {sm.k} of the last {sm.n} active windows")
     print("windows behind the label:")

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 from procsift.distributor import default_journal_path
 from procsift.service.cli._args import existing_pids, pid, port, positive_int, window_seconds
 
@@ -85,7 +86,7 @@ def explain_daemon(pid: int, journal: str | None = None, as_json: bool = False) 
     if as_json:
         print(json.dumps(entry, indent=2))
         return 0
-    print(f"PID {pid} ({entry['comm']}), start_time {entry['start_time']}")
+    print(f"PID {pid} ({printable(entry['comm'])}), start_time {entry['start_time']}")
     print(f"label        {entry['label']}  (smoothed; probability {entry['probability']:.2f})")
     print(f"last window  {entry['last_window_label']}  {entry['last_window_proba']}")
     print(f"rule         {entry['rule']}")

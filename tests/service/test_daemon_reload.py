@@ -187,3 +187,10 @@ def test_sighup_with_a_bad_policy_or_a_corrupt_model_keeps_the_daemon(files: dic
     refused = [ln for ln in text.splitlines() if "reload refused" in ln]
     assert len(refused) == 2, text
     assert str(files["policy"]) in refused[0] and "model.joblib" in refused[1]
+
+
+def test_the_policy_backend_is_used_unless_the_command_line_names_one(files: dict[str, Path]) -> None:
+    d = make_daemon(files)  # one_profile_policy says backend = "none"; the command line said nothing (auto)
+    assert d.policy.backend == "none" and d.backend == "none"
+    d.cfg.backend = "autogroup"
+    assert d.backend == "autogroup"
