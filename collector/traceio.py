@@ -422,6 +422,7 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     if not stat.S_ISREG(st.st_mode):
         raise TraceError(str(p), "is not a regular file (a pipe or a device?); give a trace file")
     fmt = format_of(p)
+    meta: TraceMeta | None
     try:
         with open(p, "rb") as fh:
             if fmt == "parquet":

@@ -36,7 +36,8 @@ def read_all(fd: int, limit: int) -> bytes | None:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
         return None
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

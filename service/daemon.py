@@ -225,6 +225,7 @@ class Daemon:
     def reload(self) -> str | None:
         """Re-read policy and model; keep the running ones if either is invalid (returns why)."""
         self._reload = False
+        why: str | None
         try:
             policy = load_policy(self.cfg.policy_path)
             bundle = load_bundle(self.cfg.model_path)

@@ -96,7 +96,7 @@ class HostGuard:
             await send(message)
 
         hosts = [v for k, v in scope.get("headers") or [] if k == b"host"]
-        host = hosts[0].decode("latin-1") if len(hosts) == 1 else None
+        host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
         if host_allowed(host, self.listen, self.extra, self.machine):
             await self.app(scope, receive, with_headers)
             return
