@@ -29,8 +29,14 @@ class AccessDenied(ProcsiftError):
 
 
 class TraceError(ProcsiftError):
-    """A trace file is missing, corrupt, truncated or of another schema."""
+    """A trace file is missing, corrupt, truncated, of another schema, or holds a value outside its range.
 
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__(f"{path}: {why}")
+    `row` (1-based, the n-th data row) and `column` say where, when the fault is in one value.
+    """
+
+    def __init__(self, path: str, why: str, row: int | None = None, column: str | None = None) -> None:
+        where = ", ".join(([f"row {row}"] if row is not None else []) + ([f"column {column!r}"] if column else []))
+        super().__init__(f"{path}: {where + ': ' if where else ''}{why}")
         self.path = path
+        self.row = row
+        self.column = column

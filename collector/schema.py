@@ -12,6 +12,8 @@ __all__ = [
     "SCHEMA_VERSION", "LABELS", "Window", "IDENTITY_COLUMNS", "SCHED_COLUMNS", "IO_COLUMNS",
     "SOCKET_COLUMNS", "CATEGORY_COLUMNS", "SYSCALL_COLUMNS", "COLUMNS", "INT_COLUMNS", "STR_COLUMNS",
     "MIN_DISPATCHES", "MIN_SYSCALLS", "IDLE_RUN_NS", "syscall_column", "category_column", "is_insufficient",
+    "COUNT_MAX", "PID_MAX", "WINDOW_RANGE_S", "MAX_TRACE_WINDOWS", "TEXT_MAX", "value_range", "allowed_values",
+    "printable",
 ]
 
 SCHEMA_VERSION = 3
@@ -70,6 +72,60 @@ STR_COLUMNS: frozenset[str] = frozenset({"host", "comm", "exe", "cgroup", "label
 FLOAT_COLUMNS: frozenset[str] = frozenset({"t_start", "dur_s"})
 BOOL_COLUMNS: frozenset[str] = frozenset({"insufficient", "exited"})
 INT_COLUMNS: frozenset[str] = frozenset(COLUMNS) - STR_COLUMNS - FLOAT_COLUMNS - BOOL_COLUMNS
+
+
+# -- what a trace may hold (the trace file's schema; collector/traceio.py enforces it) -----------
+
+COUNT_MAX = 2**53
+"""Counts, nanoseconds and bytes: whole numbers from 0 to here (exact in a float64; a window
+that reached it would have lasted 104 days on one CPU)."""
+PID_MAX = 2**22
+"""PID_MAX_LIMIT on 64-bit Linux: no pid, ppid or thread count is larger."""
+WINDOW_RANGE_S = (0.01, 3600.0)
+"""A trace's window length: from 10 ms (shorter is below the cost of draining the maps) to an hour."""
+MAX_TRACE_WINDOWS = 10_000_000
+"""At most this many windows between a trace's first and last row (58 days of 0.5 s windows):
+re-aggregating a trace allocates per window, so a stray t_start a century away must not be taken."""
+T_START_MAX = float(2**32)
+"""Unix seconds up to 2106."""
+TEXT_MAX: dict[str, int] = {"host": 255, "comm": 64, "exe": 4096, "cgroup": 4096, "source": 255}
+
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "t_start": (0.0, T_START_MAX, False), "dur_s": (0.0, WINDOW_RANGE_S[1], True),
+    "pid": (0, PID_MAX, False), "ppid": (0, PID_MAX, False), "nthreads": (0, PID_MAX, False),
+    "uid": (-1, 2**32 - 1, False),
+}
+
+
+def printable(text: object) -> str:
+    """Text as it may be shown on a terminal or in a log line: control and format characters (an
+    escape sequence, a newline, a bidi override) written as \\x1b, \\n, \\u202e. Any user can name
+    a process "\\x1b]0;...": its comm must not drive the terminal of whoever runs `procsift top`."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+
+
+def value_range(column: str) -> tuple[float, float, bool]:
+    """(lowest, highest, lowest excluded) of a numeric trace column."""
+    return _RANGES.get(column, (0, COUNT_MAX, False))
+
+
+def allowed_values(column: str) -> str:
+    """What a trace column may hold, in words (the "allowed: ..." of an error)."""
+    if column in BOOL_COLUMNS:
+        return "true or false (1 or 0)"
+    if column == "label":
+        return ", ".join(LABELS) + " or empty"
+    if column in STR_COLUMNS:
+        return f"text of at most {TEXT_MAX.get(column, 255)} characters"
+    lo, hi, open_lo = value_range(column)
+    if column == "t_start":
+        return f"unix seconds 0 to {hi:.0f}"
+    if column == "dur_s":
+        return f"a number of seconds > 0 and at most {hi:g}"
+    return f"a whole number {lo:g} to {hi:.0f}" if lo < 0 else f"a whole number 0 to {hi:.0f}"
 
 
 def is_insufficient(switches_in: Any, syscalls: Any, run_ns: Any) -> Any:

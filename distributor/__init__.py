@@ -41,18 +41,8 @@ __all__ = [
 
 
 def system_view() -> SystemView:
-    """The machine now: online CPUs (this process's usable set) and PSI for cpu and io."""
-    import os
-    from pathlib import Path
-
-    from procsift.distributor.policy import parse_cpulist
-
-    try:
-        online = parse_cpulist(Path("/sys/devices/system/cpu/online").read_text().strip())
-    except (OSError, ValueError):
-        online = tuple(sorted(os.sched_getaffinity(0)))
-    return SystemView(online_cpus=online,
-                      psi_cpu=read_psi("cpu"), psi_io=read_psi("io"))
+    """The machine now: online CPUs and PSI for cpu and io."""
+    return SystemView(online_cpus=_sys.online_cpus(), psi_cpu=read_psi("cpu"), psi_io=read_psi("io"))
 
 
 def autogroup_of(pid: int) -> str | None:

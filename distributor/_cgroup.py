@@ -25,6 +25,7 @@ from pathlib import Path
 
 from procsift.distributor._sys import _os_call
 from procsift.distributor.errors import BackendUnavailable
+from procsift.distributor.policy import format_cpulist
 
 __all__ = ["CgroupBackend", "CpusetBackend", "find_hierarchy", "find_cpu_hierarchy", "PREFIX"]
 
@@ -163,22 +164,9 @@ class CpusetBackend(_Groups):
             # A v1 cpuset takes no task until both cpus and mems are set (ENOSPC otherwise).
             if not (d / "cpuset.mems").read_text().strip():
                 (d / "cpuset.mems").write_text((self.mount / "cpuset.mems").read_text().strip())
-            if (d / "cpuset.cpus").read_text().strip() != _ranges(cpus):
+            if (d / "cpuset.cpus").read_text().strip() != format_cpulist(cpus):
                 (d / "cpuset.cpus").write_text(listed)
         else:
-            if (d / "cpuset.cpus").read_text().strip() != _ranges(cpus):
+            if (d / "cpuset.cpus").read_text().strip() != format_cpulist(cpus):
                 (d / "cpuset.cpus").write_text(listed)
         return f"/{name}"
-
-
-def _ranges(cpus: tuple[int, ...]) -> str:
-    """(0, 1, 2, 5) → "0-2,5", as the kernel prints a CPU list."""
-    out: list[str] = []
-    for c in sorted(cpus):
-        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == c - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{c}"
-        elif out and "-" not in out[-1] and int(out[-1]) == c - 1:
-            out[-1] = f"{out[-1]}-{c}"
-        else:
-            out.append(str(c))
-    return ",".join(out)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 
+from procsift.collector.schema import printable
+
 __all__ = ["log_event", "kv", "LOGGER"]
 
 LOGGER = logging.getLogger("procsift.distributor")
 
 
 def _fmt(v: object) -> str:
-    s = ",".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+    s = printable(",".join(map(str, v)) if isinstance(v, (tuple, list)) else v)  # one line, whatever a comm holds
     return f'"{s}"' if (not s or any(c in s for c in ' "=')) else s
 
 

@@ -21,7 +21,7 @@ __all__ = [
     "Stat", "read_stat", "thread_ids", "is_kernel_thread", "get_nice", "set_nice", "get_affinity",
     "set_affinity", "ioprio_get", "ioprio_set", "get_policy", "set_policy", "sched_getattr",
     "sched_setattr", "probe_slice", "thread_alive", "read_autogroup", "write_autogroup", "IO_CLASS_NUM",
-    "IO_CLASS_NAME", "POLICY_NUM", "POLICY_NAME", "PROC",
+    "IO_CLASS_NAME", "POLICY_NUM", "POLICY_NAME", "PROC", "online_cpus",
 ]
 
 PROC = "/proc"
@@ -54,6 +54,17 @@ class Stat:
     flags: int
     nice: int
     start_time: int
+
+
+def online_cpus() -> tuple[int, ...]:
+    """The CPUs online on this machine (/sys/devices/system/cpu/online; else this process's own set)."""
+    from procsift.distributor.policy import parse_cpulist  # noqa: PLC0415 (policy is pure; no cycle at import)
+
+    try:
+        with open("/sys/devices/system/cpu/online") as f:
+            return parse_cpulist(f.read().strip())
+    except (OSError, ValueError):
+        return tuple(sorted(os.sched_getaffinity(0)))
 
 
 def _os_call(pid: int, what: str, fn: Callable[[], T]) -> T:

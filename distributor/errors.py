@@ -19,11 +19,14 @@ class PolicyError(ProcsiftError):
 
 
 class JournalError(ProcsiftError):
-    """The journal of original values cannot be read, written or locked."""
+    """The journal of original values cannot be read, written or locked, or holds an entry outside
+    its schema (`key`: the process, "pid:start_time"; `field`: the dotted field at fault)."""
 
-    def __init__(self, path: str, why: str) -> None:
+    def __init__(self, path: str, why: str, key: str | None = None, field: str | None = None) -> None:
         super().__init__(f"{path}: {why}")
         self.path = path
+        self.key = key
+        self.field = field
 
 
 class BackendUnavailable(ProcsiftError):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,8 +17,8 @@ from procsift.distributor.errors import PolicyError
 
 __all__ = [
     "Profile", "ExceptionRule", "Policy", "FairShare", "Partition", "HtmlFirst", "Deadline",
-    "load_policy", "parse_policy", "parse_cpulist", "KINDS", "IO_CLASSES", "SCHED_POLICIES",
-    "BACKENDS", "DEFAULT_POLICY_NAME",
+    "load_policy", "parse_policy", "parse_cpulist", "format_cpulist", "KINDS", "IO_CLASSES", "SCHED_POLICIES",
+    "BACKENDS", "DEFAULT_POLICY_NAME", "CPU_MAX", "MAX_POLICY_BYTES",
 ]
 
 KINDS = ("fair-share", "partition", "html-first", "deadline")
@@ -25,8 +27,14 @@ SCHED_POLICIES = ("other", "batch", "idle")
 BACKENDS = ("auto", "cgroup", "autogroup", "none")
 DEFAULT_POLICY_NAME = "default-policy.toml"
 SLICE_US_RANGE = (100, 100_000)  # the kernel clamps sched_runtime for fair tasks to 0.1–100 ms
-_LABEL_RE = re.compile(r"^(interactive|background|html-serving|cluster-\d+)$")
-_CPULIST_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_LABEL_RE = re.compile(r"^(interactive|background|html-serving|cluster-\d{1,6})$")
+_LABELS_ALLOWED = "interactive, background, html-serving, cluster-N"
+_CPULIST_RE = re.compile(r"^\d{1,6}(-\d{1,6})?(,\d{1,6}(-\d{1,6})?)*$")
+CPU_MAX = 8191
+"""The highest CPU number any Linux kernel has (NR_CPUS is at most 8192): a range is checked
+against it before it is expanded, so "0-4000000000" is refused at once, not built."""
+MAX_POLICY_BYTES = 1 << 20
+TEXT_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -121,24 +129,37 @@ class Policy:
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
-    """'0-2,5' → (0, 1, 2, 5); raises ValueError on anything else."""
+    """'0-2,5' → (0, 1, 2, 5); raises ValueError on anything else, or on a CPU number over CPU_MAX."""
     text = text.replace(" ", "")
-    if not _CPULIST_RE.match(text):
+    if len(text) > 4096 or not _CPULIST_RE.match(text):
         raise ValueError(text)
-    cpus: set[int] = set()
+    spans = []
     for part in text.split(","):
         lo, _, hi = part.partition("-")
-        if hi and int(hi) < int(lo):
+        first, last = int(lo), int(hi or lo)
+        if last < first or last > CPU_MAX:
             raise ValueError(text)
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return tuple(sorted(cpus))
+        spans.append((first, last))
+    return tuple(sorted({c for first, last in spans for c in range(first, last + 1)}))
+
+
+def format_cpulist(cpus: Sequence[int]) -> str:
+    """(0, 1, 2, 5) → "0-2,5", as the kernel prints a CPU list."""
+    out: list[list[int]] = []
+    for c in sorted(set(cpus)):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
 
 
 class _Checker:
     """Validation with the source text at hand, so every error names its line."""
 
-    def __init__(self, path: str, text: str) -> None:
+    def __init__(self, path: str, text: str, online: Sequence[int] | None = None) -> None:
         self.path, self.text = path, text
+        self.online = tuple(sorted(online)) if online is not None else None
 
     def fail(self, table: tuple[str | int, ...], key: str | None, why: str) -> PolicyError:
         return PolicyError(self.path, locate(self.text, table, key), why)
@@ -188,8 +209,16 @@ class _Checker:
         if key not in data:
             return None
         v = data[key]
-        if not isinstance(v, str) or not v:
-            raise self.fail(table, key, f"{key} = {v!r} is not allowed; allowed: a non-empty string")
+        if not isinstance(v, str) or not v or len(v) > TEXT_MAX:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise self.fail(table, key, f"{key} = {shown} is not allowed; allowed: a non-empty string of at "
+                            f"most {TEXT_MAX} characters")
+        return v
+
+    def label(self, data: Mapping[str, Any], table: tuple[str | int, ...], key: str, default: str) -> str:
+        v = data.get(key, default)
+        if not isinstance(v, str) or not _LABEL_RE.match(v):
+            raise self.fail(table, key, f"{key} = {v!r} is not allowed; allowed: {_LABELS_ALLOWED}")
         return v
 
 
@@ -207,12 +236,17 @@ def _profile(c: _Checker, name: str, data: Any) -> Profile:
     if "cpus" in data:
         raw = data["cpus"]
         try:
-            cpus = None if raw == "all" else parse_cpulist(str(raw)) if isinstance(raw, str) else None
             if not isinstance(raw, str):
                 raise ValueError(raw)
+            cpus = None if raw == "all" else parse_cpulist(raw)
         except ValueError:
-            raise c.fail(t, "cpus", f"cpus = {raw!r} is not allowed; allowed: \"all\" or a CPU list "
-                         "like \"0-3,6\"") from None
+            shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+            raise c.fail(t, "cpus", f"cpus = {shown} is not allowed; allowed: \"all\" or a CPU list "
+                         f"like \"0-3,6\" of CPU numbers 0 to {CPU_MAX}") from None
+        if cpus is not None and c.online is not None and not set(cpus) <= set(c.online):
+            missing = format_cpulist(sorted(set(cpus) - set(c.online)))
+            raise c.fail(t, "cpus", f"cpus = {raw!r}: CPUs {missing} do not exist on this machine; "
+                         f"allowed: {format_cpulist(c.online)}")
     io_class = c.choice(data, t, "io_class", IO_CLASSES)
     io_level = c.integer(data, t, "io_level", 0, 7)
     if io_level is not None and io_class is None:
@@ -259,9 +293,13 @@ def _params(c: _Checker, kind: str, doc: Mapping[str, Any], profiles: Mapping[st
         groups = data.get("reserved_groups", list(Partition.reserved_groups))
         if not isinstance(groups, list) or not all(isinstance(g, str) and _LABEL_RE.match(g) for g in groups):
             raise c.fail(t, "reserved_groups", f"reserved_groups = {groups!r} is not allowed; allowed: "
-                         "a list of labels (interactive, background, html-serving, cluster-N)")
-        return Partition(reserved_groups=tuple(groups),
-                         reserved_cpus=c.integer(data, t, "reserved_cpus", 0, 4096, 0) or 0)
+                         f"a list of labels ({_LABELS_ALLOWED})")
+        reserved = c.integer(data, t, "reserved_cpus", 0, CPU_MAX, 0) or 0
+        if c.online is not None and reserved and reserved > max(len(c.online) - 1, 0):
+            raise c.fail(t, "reserved_cpus", f"reserved_cpus = {reserved} is not allowed; allowed: 0 (half) to "
+                         f"{max(len(c.online) - 1, 0)}: this machine has {len(c.online)} CPUs and one at "
+                         "least stays unreserved")
+        return Partition(reserved_groups=tuple(groups), reserved_cpus=reserved)
     if kind == "html-first":
         c.keys(data, t, ("cpu_on", "cpu_off", "io_on", "io_off", "cpu_boost", "io_boost", "group"))
         p = HtmlFirst(
@@ -270,7 +308,7 @@ def _params(c: _Checker, kind: str, doc: Mapping[str, Any], profiles: Mapping[st
             io_on=c.number(data, t, "io_on", 0, 100, HtmlFirst.io_on),
             io_off=c.number(data, t, "io_off", 0, 100, HtmlFirst.io_off),
             cpu_boost=c.string(data, t, "cpu_boost") or "", io_boost=c.string(data, t, "io_boost") or "",
-            group=c.string(data, t, "group") or HtmlFirst.group,
+            group=c.label(data, t, "group", HtmlFirst.group),
         )
         for key, on, off in (("cpu_off", p.cpu_on, p.cpu_off), ("io_off", p.io_on, p.io_off)):
             if off > on:
@@ -291,8 +329,7 @@ def _params(c: _Checker, kind: str, doc: Mapping[str, Any], profiles: Mapping[st
     tt: tuple[str | int, ...] = (kind, "target_ms")
     for group, ms in targets.items():
         if not _LABEL_RE.match(group):
-            raise c.fail(tt, group, f"unknown group {group!r}; allowed: interactive, background, "
-                         "html-serving, cluster-N")
+            raise c.fail(tt, group, f"unknown group {group!r}; allowed: {_LABELS_ALLOWED}")
         if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= 60_000:
             raise c.fail(tt, group, f"{group} = {ms!r} is not allowed; allowed: a number of ms, >0 to 60000")
     nice = data.get("nice_by_urgency", list(Deadline.nice_by_urgency)[:levels])
@@ -310,15 +347,21 @@ def _params(c: _Checker, kind: str, doc: Mapping[str, Any], profiles: Mapping[st
                     nice_by_urgency=tuple(nice), slice_us_by_urgency=tuple(slices))
 
 
-def parse_policy(text: str, path: str = "<policy>") -> Policy:
-    """Validate policy TOML text; raises PolicyError naming path:line and what is allowed."""
+def parse_policy(text: str, path: str = "<policy>", online: Sequence[int] | None = None) -> Policy:
+    """Validate policy TOML text; raises PolicyError naming path:line and what is allowed.
+
+    `online`: the CPUs of the machine the policy is for; a profile naming others is refused
+    (None: CPU numbers are only checked against CPU_MAX).
+    """
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         m = re.search(r"\(at line (\d+), column \d+\)", str(err))
         raise PolicyError(path, int(m.group(1)) if m else None,
                           f"not valid TOML: {re.sub(r' [(]at line.*', '', str(err))}") from err
-    c = _Checker(path, text)
+    except RecursionError as err:
+        raise PolicyError(path, None, "not valid TOML: nested too deeply") from err
+    c = _Checker(path, text, online)
     top = ("policy", "profiles", "labels", "exceptions") + KINDS
     c.keys(doc, (), top)
     head = c.table(doc, "policy", (), required=True)
@@ -332,8 +375,11 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
     labels: dict[str, str] = {}
     for label, prof in labels_raw.items():
         if not _LABEL_RE.match(label):
-            raise c.fail(("labels",), label, f"unknown label {label!r}; allowed: interactive, background, "
-                         "html-serving, cluster-N")
+            raise c.fail(("labels",), label, f"unknown label {label!r}; allowed: {_LABELS_ALLOWED}")
+        if not isinstance(prof, str):
+            shown = repr(prof) if len(repr(prof)) <= 40 else repr(prof)[:37] + "..."
+            raise c.fail(("labels",), label, f"{label} = {shown} is not allowed; allowed: a profile name ("
+                         + ", ".join(profiles) + ")")
         if prof not in profiles:
             raise c.fail(("labels",), label, f"{label} = {prof!r} is not a profile; allowed: "
                          + ", ".join(profiles))
@@ -353,15 +399,37 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
     )
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """Load and validate a policy file; None loads the bundled default policy."""
+def load_policy(path: str | Path | None = None, online: Sequence[int] | None = None) -> Policy:
+    """Load and validate a policy file for this machine; None loads the bundled default policy.
+
+    `online`: the CPUs to check profiles against (None: this machine's online CPUs).
+    """
+    if online is None:
+        from procsift.distributor._sys import online_cpus  # noqa: PLC0415 (a read of /sys)
+        online = online_cpus()
     if path is None:
         ref = resources.files("procsift.distributor").joinpath(DEFAULT_POLICY_NAME)
-        return parse_policy(ref.read_text(encoding="utf-8"), f"<bundled {DEFAULT_POLICY_NAME}>")
+        return parse_policy(ref.read_text(encoding="utf-8"), f"<bundled {DEFAULT_POLICY_NAME}>", online)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise PolicyError(str(path), None, "no such policy file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise PolicyError(str(path), None, f"cannot read policy file: {err}") from err
-    return parse_policy(text, str(path))
+    except OSError as err:
+        raise PolicyError(str(path), None, f"cannot read policy file: {err.strerror}") from err
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PolicyError(str(path), None, "not a regular file; a policy is a TOML file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_POLICY_BYTES + 1)
+    except OSError as err:
+        raise PolicyError(str(path), None, f"cannot read policy file: {err.strerror}") from err
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(str(path), None, f"over {MAX_POLICY_BYTES >> 20} MiB; not a policy file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise PolicyError(str(path), None, f"not UTF-8 text ({err.reason} at byte {err.start})") from err
+    return parse_policy(text, str(path), online)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from procsift.collector.schema import printable
 from procsift.distributor.views import Action, Plan
 
 __all__ = ["format_plan", "format_action"]
@@ -33,7 +34,7 @@ def _values(a: Action) -> str:
 def format_action(a: Action, width: int = 80) -> str:
     """One action: what (one line), then why (wrapped to `width`)."""
     why = textwrap.wrap(a.rule, width, initial_indent=" " * 8 + "why: ", subsequent_indent=" " * 13)
-    return "\n".join([f"{a.pid:>7} {a.comm[:15]:<15} {(a.label or '-')[:12]:<12} {_values(a)}", *why])
+    return "\n".join([f"{a.pid:>7} {printable(a.comm)[:15]:<15} {(a.label or '-')[:12]:<12} {_values(a)}", *why])
 
 
 def format_plan(plan: Plan, width: int = 80) -> str:

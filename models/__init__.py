@@ -2,7 +2,8 @@
 
 from procsift.models.aggregate import reaggregate, reaggregate_cuts
 from procsift.models.bundle import (
-    Bundle, BundleVersionWarning, default_bundle_path, load_bundle, save_bundle,
+    Bundle, BundleVersionWarning, check_bundle_target, default_bundle_path, load_bundle, public_metadata,
+    save_bundle,
 )
 from procsift.models.em import EMClassifier
 from procsift.models.errors import (
@@ -19,7 +20,8 @@ from procsift.models.training import TraceSet, load_traces, train_bundle
 __all__ = [
     "Bundle", "BundleError", "BundleVersionWarning", "EMClassifier", "Explanation", "FEATURE_NAMES",
     "FeatureTransform", "IncompatibleModel", "MODEL_KINDS", "ModelError", "POSDetector", "RAW_COLUMNS",
-    "Smoother", "TREE_FEATURE_NAMES", "TraceSet", "TrainingDataError", "UntrustedBundle", "cross_validate",
+    "Smoother", "TREE_FEATURE_NAMES", "TraceSet", "TrainingDataError", "UntrustedBundle", "check_bundle_target",
+    "cross_validate", "public_metadata",
     "default_bundle_path", "load_bundle", "load_traces", "make_pipeline", "reaggregate", "reaggregate_cuts",
     "save_bundle", "score_predictions", "train_bundle",
 ]

@@ -12,11 +12,12 @@ class ModelError(ProcsiftError):
 
 
 class BundleError(ModelError):
-    """A bundle folder is missing, incomplete or corrupt."""
+    """A bundle folder is missing, incomplete or corrupt; `field` names the metadata.json key at fault."""
 
-    def __init__(self, path: str, why: str) -> None:
+    def __init__(self, path: str, why: str, field: str | None = None) -> None:
         super().__init__(f"{path}: {why}")
         self.path = path
+        self.field = field
 
 
 class IncompatibleModel(BundleError):

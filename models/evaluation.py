@@ -112,6 +112,7 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
         labels = [lab for lab in LABELS if lab in set(truth)]
     pred = np.empty(len(rows), dtype=object)
     folds = []
+    untrainable: dict[str, str] = {}
     for i, src in enumerate(sources):
         if progress:
             progress(i, len(sources), str(src))
@@ -120,8 +121,9 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
         train = learn[learn["source"] != src]  # fit_pipeline keeps the rows its kind learns from
         try:
             pipe = fit_pipeline(kind, train, random_state)
-        except TrainingDataError:
+        except TrainingDataError as err:
             pred[test] = "untrainable"
+            untrainable[str(src)] = str(err)
             continue
         X = rows.loc[test, list(input_columns(kind))].to_numpy(dtype=np.float64)
         pred[test] = pipe.predict(X)
@@ -130,7 +132,13 @@ def cross_validate(kind: str, frame: pd.DataFrame, random_state: int = 0,
                       "accuracy": float(np.mean(pred[test] == truth[test]))})
     if progress:
         progress(len(sources), len(sources), "done")
+    if not folds:
+        why = next(iter(untrainable.values()))
+        raise TrainingDataError(f"no held-out application could be scored: with any one of the {len(sources)} "
+                                f"applications left out, the rest cannot be trained on ({why}); evaluate needs "
+                                "windows of at least two labels besides each held-out application")
     scores = score_predictions(truth, pred, labels)
+    scores["untrainable"] = sorted(untrainable)
     smoothed = np.empty(len(rows), dtype=object)
     for src in sources:
         m = (rows["source"] == src).to_numpy()

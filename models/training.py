@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from procsift.collector.traceio import read_trace
+from procsift.collector.traceio import TraceMeta, read_trace
 from procsift.models.aggregate import reaggregate, reaggregate_cuts
 from procsift.models.bundle import Bundle, build_metadata, file_sha256
 from procsift.models.errors import TrainingDataError
 from procsift.models.kinds import fit_fallback, fit_pipeline, trainable_rows
 
-__all__ = ["TraceSet", "load_traces", "train_bundle"]
+__all__ = ["TraceSet", "load_traces", "train_bundle", "idle_recording"]
 
 Progress = Callable[[str], None]
 
@@ -53,13 +53,23 @@ class TraceSet:
         return hashlib.sha256("".join(f["sha256"] for f in self.files).encode()).hexdigest()
 
 
+def idle_recording(name: str, meta: TraceMeta) -> str:
+    """What a valid trace without a single row is: a recording in which no process was active."""
+    length = f"{meta.duration_s:g} s " if meta.duration_s else ""
+    return (f"{name} is a valid {length}recording ({meta.collector} collector, {meta.window_s:g} s windows) "
+            "in which no process was active")
+
+
 def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None = None,
-                progress: Progress | None = None, phase: int = 0, every_offset: bool = False) -> TraceSet:
+                progress: Progress | None = None, phase: int = 0, every_offset: bool = False,
+                allow_empty: bool = False) -> TraceSet:
     """Read traces and re-aggregate them to `window_s` (None: the longest window among them).
 
     `phase`: skip each trace's first `phase` windows, so the long windows start there (see
     `reaggregate`). `every_offset`: also cut the long windows at every possible offset, as
     `cuts` (what training then learns from, `fit_frame`; see `reaggregate_cuts`).
+    `allow_empty`: a set of recordings in which nothing was active is an empty TraceSet, not
+    a TrainingDataError (for `predict`, which then has nothing to label).
     """
     if not paths:
         raise TrainingDataError("no trace files given")
@@ -80,7 +90,10 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], window_s: float | None 
                       "window_s": trace.meta.window_s, "collector": trace.meta.collector})
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty:
-        raise TrainingDataError("the traces hold no windows")
+        if allow_empty:
+            return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files)
+        raise TrainingDataError("the traces hold no windows: " + "; ".join(
+            idle_recording(p.name, t.meta) for p, t in loaded))
     cuts = tuple(pd.concat([c[k] for c in per_trace if k < len(c)], ignore_index=True)
                  for k in range(max(map(len, per_trace))))
     return TraceSet(frame, float(target), tuple(sorted({t.meta.collector for _, t in loaded})), files, cuts)

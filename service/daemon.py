@@ -27,6 +27,7 @@ from procsift.collector import Window
 from procsift.collector.traceio import windows_to_columns
 from procsift.collector.errors import ProcessGone, ProcsiftError
 from procsift.collector.proc import ProcReader, read_stat
+from procsift.collector.schema import printable
 from procsift.collector.samples import ProcInfo
 from procsift.collector.session import Collector
 from procsift.distributor import (
@@ -213,6 +214,12 @@ class Daemon:
             self._stop = True
 
     @property
+    def backend(self) -> str:
+        """The placement backend: --backend when given, else the policy's own `backend` (it was
+        ignored before: a policy's backend = "none" still got the cgroup backend)."""
+        return self.cfg.backend if self.cfg.backend != "auto" else self.policy.backend
+
+    @property
     def _columns(self) -> list[str]:
         """The trace columns the model (and its /proc fallback) reads."""
         return self.bundle.row_columns
@@ -220,13 +227,24 @@ class Daemon:
     def reload(self) -> str | None:
         """Re-read policy and model; keep the running ones if either is invalid (returns why)."""
         self._reload = False
+        why: str | None
         try:
             policy = load_policy(self.cfg.policy_path)
             bundle = load_bundle(self.cfg.model_path)
         except ProcsiftError as err:
-            log.warning("event=reload-refused why=%r then='kept the running policy and model'", str(err))
-            print(f"procsift: reload refused, keeping the running policy and model: {err}", file=sys.stderr)
-            return str(err)
+            why = str(err)
+        except Exception as err:  # noqa: BLE001 - the reload boundary: nothing a loader raises may end the daemon
+            kind = type(err).__qualname__ if type(err).__module__ == "builtins" else \
+                f"{type(err).__module__}.{type(err).__qualname__}"
+            why = f"{kind} while loading policy or model: {err}"
+        else:
+            why = None
+        if why is not None:
+            log.warning("event=reload-refused why=%r then='kept the running policy and model'", why)
+            print(f"procsift: reload refused, keeping the running policy and model: {printable(why)}",
+                  file=sys.stderr)
+            return why
+        # Both are whole and valid: only now do they replace the running ones (together).
         self.policy, self.bundle = policy, bundle
         log.info("event=reloaded policy=%s model=%s", self.cfg.policy_path or "default",
                  self.cfg.model_path or "default")
@@ -251,7 +269,8 @@ class Daemon:
             return {"ok": why is None, "error": why, "policy": self.policy.kind, "model": self.bundle.kind}
         raise ValueError(f"unknown command {name!r}")
 
-    def _serve_commands(self, applier: Applier) -> None:
+    def serve_commands(self, applier: Applier) -> None:
+        """Carry out every command the API queued since the last call (the loop calls it each window)."""
         for cmd in self.live.take_commands():
             self._answer(cmd, applier)
 
@@ -265,7 +284,7 @@ class Daemon:
 
     def run(self) -> int:
         """Run until stopped (or `count` windows); restore everything; return the exit status."""
-        applier = Applier(self.cfg.journal_path, backend=self.cfg.backend, dry_run=self.cfg.dry_run)
+        applier = Applier(self.cfg.journal_path, backend=self.backend, dry_run=self.cfg.dry_run)
         recovered = applier.recover()
         if recovered.restored:
             print(f"procsift: restored {recovered.restored} process(es) left changed by a previous run",
@@ -278,7 +297,7 @@ class Daemon:
             for rows in collector.windows(count=self.cfg.count, stop=lambda: self._stop):
                 t0 = time.perf_counter()
                 self.tick(rows, collector.kind, applier)
-                self._serve_commands(applier)
+                self.serve_commands(applier)
                 took = time.perf_counter() - t0
                 self.loop_ms.append(took * 1e3)
                 self.loop_ms = self.loop_ms[-100:]
@@ -482,7 +501,7 @@ class Daemon:
         for a in acts[:40]:
             tracked = self.procs.get((a.pid, a.start_time))
             prob = tracked.view.probability if tracked else 0.0
-            lines.append(f"{a.pid:>7} {a.comm[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
+            lines.append(f"{a.pid:>7} {printable(a.comm)[:15]:<15} {a.label or '-':<13} {prob:5.2f} {a.profile[:12]:<12} "
                          f"{a.rule[:60]}")
         if len(acts) > 40:
             lines.append(f"... and {len(acts) - 40} more")

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import collections
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def fuzz_tally() -> Iterator[collections.Counter[str]]:
+    """Inputs the property-based fuzzers tried, per fuzzer (and outcome); written at the end of the
+    session to test-artifacts/fuzz-counts.json."""
+    tally: collections.Counter[str] = collections.Counter()
+    yield tally
+    if tally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "fuzz-counts.json").write_text(json.dumps(dict(sorted(tally.items())), indent=1))
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder every user can reach (pytest's own tmp folders are root-only), for tests that
+    run procsift as another user (nobody) against files in it."""
+    path = Path(tempfile.mkdtemp(prefix="procsift-test-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

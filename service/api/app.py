@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -17,6 +18,7 @@ from procsift.service.api import dashboard, info, live, predict
 from procsift.service.api.auth import load_or_create_token
 from procsift.service.api.limits import BodyLimit
 from procsift.service.api.rows import document_rows
+from procsift.service.api.security import HostGuard
 from procsift.service.api.settings import Settings
 from procsift.service.live import LiveLink, Metrics
 
@@ -58,5 +60,15 @@ def create_app(settings: Settings | None = None, bundle: Callable[[], Bundle] | 
     async def _domain_error(_request: Request, err: ProcsiftError) -> JSONResponse:
         return JSONResponse({"detail": str(err)}, status_code=400)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
+        # Where and why, without echoing the input back: a NaN or Infinity in it cannot be
+        # written as JSON (FastAPI's default answer then fails with a 500), and a large body
+        # need not come back.
+        return JSONResponse({"detail": [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+                                         "type": str(e.get("type", ""))} for e in err.errors()]},
+                            status_code=422)
+
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HostGuard, listen=settings.host, extra=settings.extra_hosts())  # outermost: sees every answer
     return app

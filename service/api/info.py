@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
+from procsift.models import public_metadata
 from procsift.service.api.deps import BundleDep, OptionalLiveDep
 from procsift.service.api.schemas import Health, ModelInfo
 
@@ -15,9 +16,10 @@ router = APIRouter(tags=["service"])
 
 @router.get("/v1/model", response_model=ModelInfo)
 def model(bundle: BundleDep) -> ModelInfo:
-    """The served bundle's metadata: features, labels, window, versions, training hash, scores."""
+    """The served bundle's metadata: features, labels, window, versions, training hash, scores
+    (no file-system paths or training file names: anyone who reaches the API can read it)."""
     return ModelInfo(kind=bundle.kind, labels=list(bundle.labels), window_s=bundle.window_s,
-                     path=None if bundle.path is None else str(bundle.path), metadata=bundle.metadata)
+                     metadata=public_metadata(bundle.metadata))
 
 
 @router.get("/healthz", response_model=Health)

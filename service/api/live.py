@@ -88,11 +88,17 @@ def _control(name: str):  # type: ignore[no-untyped-def]
             result = live.submit(name, settings.command_timeout_s)
         except CommandTimeout as err:
             raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, str(err)) from err
+        if not result.get("ok", True):  # a refused reload: the daemon runs on with what it had
+            raise HTTPException(422,
+                                f"{result.get('error')} (the running policy and model are kept)")
         return CommandResult(command=name, **result)  # type: ignore[arg-type]
     endpoint.__name__, endpoint.__doc__ = name, _CONTROL[name]
     return endpoint
 
 
+_REFUSED: dict[int | str, dict[str, Any]] = {
+    422: {"description": "the policy or model on disk is invalid; the running ones are kept"}}
 for _name in _CONTROL:  # the daemon loop carries each out between windows (service/live.py)
     router.add_api_route(f"/{_name}", _control(_name), methods=["POST"], response_model=CommandResult,
-                         dependencies=[Authorized], responses={**_AUTH, **_503})
+                         dependencies=[Authorized],
+                         responses={**_AUTH, **_503, **(_REFUSED if _name == "reload" else {})})

@@ -130,7 +130,6 @@ class ModelInfo(BaseModel):
     kind: str
     labels: list[str]
     window_s: float
-    path: str | None
     metadata: dict[str, Any]
 
 

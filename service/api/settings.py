@@ -21,6 +21,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_batch_rows: int = Field(10_000, ge=1)
     command_timeout_s: float = Field(30.0, gt=0)
+    allowed_hosts: str = ""                # more names the API answers to, comma-separated (Host check)
+
+    def extra_hosts(self) -> list[str]:
+        """The names in allowed_hosts, besides the listening address and localhost."""
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
 
     def token_path(self) -> str:
         """The bearer-token file this server reads (and creates on first start)."""

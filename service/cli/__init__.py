@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 
 # Modules that add verbs; each has `register(subparsers)` and sets `func` on its parsers.
 _VERB_MODULES = (
@@ -40,7 +41,9 @@ def version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every verb registered."""
-    parser = argparse.ArgumentParser(
+    from procsift.service.cli._args import Parser  # noqa: PLC0415
+
+    parser = Parser(
         prog="procsift",
         description="Learn what each process is doing from its behaviour, and place it accordingly.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -69,12 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ProcsiftError as err:
-        print(f"procsift: error: {err}", file=sys.stderr)
+        print(f"procsift: error: {printable(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as err:  # the last net: a file or folder the system refused, as one line
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"procsift: error: {printable(where)}{err.strerror or err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

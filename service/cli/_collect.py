@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from procsift.collector import LABELS, TraceMeta, Window, write_trace
+from procsift.collector.schema import printable
 from procsift.collector.errors import ProcsiftError
 from procsift.collector.session import Collector, RowFilter
-from procsift.collector.traceio import format_of
+from procsift.collector.traceio import format_of, writable
+from procsift.service.cli._args import existing_pids, fraction, pid, seconds, window_seconds
 
 __all__ = ["register", "render_table", "window_json"]
 
@@ -35,14 +37,14 @@ Ctrl-C (or the command's exit) ends the recording and writes everything so far.
 
 
 def _add_collector_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-p", "--pid", type=int, nargs="+", metavar="PID",
+    p.add_argument("-p", "--pid", type=pid, nargs="+", metavar="PID",
                    help="only these processes and their descendants")
     p.add_argument("--uid", type=int, help="only processes of this user id")
     p.add_argument("--cgroup", help="only processes whose cgroup path starts with this")
     p.add_argument("--comm", help="only processes with this command name")
     p.add_argument("--proc", action="store_true",
                    help="use the /proc fallback collector (no syscall counts) even where BPF loads")
-    p.add_argument("--syscall-duty", type=float, default=1.0, metavar="FRACTION",
+    p.add_argument("--syscall-duty", type=fraction, default=1.0, metavar="FRACTION",
                    help="count syscalls only this share of each window (0-1], scaled up; "
                         "lowers the cost every syscall pays while the probe is attached")
     p.add_argument("--ebpf", action="store_true", help="print the BPF program and exit")
@@ -52,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the `top` and `record` verbs."""
     top = sub.add_parser("top", help="live per-process table of syscalls and run/wait behaviour",
                          epilog=TOP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    top.add_argument("-d", "--delay", type=float, default=1.0, metavar="SECONDS",
+    top.add_argument("-d", "--delay", type=window_seconds, default=1.0, metavar="SECONDS",
                      help="window length (default 1)")
     top.add_argument("-n", "--count", type=int, help="stop after this many windows")
     top.add_argument("--once", action="store_true", help="one window, then exit")
@@ -65,11 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                          epilog=RECORD_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rec.add_argument("-o", "--output", required=True, metavar="FILE",
                      help="trace file to write (.parquet, .csv or .arff)")
-    rec.add_argument("-w", "--window", type=float, default=1.0, metavar="SECONDS",
+    rec.add_argument("-w", "--window", type=window_seconds, default=1.0, metavar="SECONDS",
                      help="window length (default 1)")
     rec.add_argument("--label", help=f"label every row ({', '.join(LABELS)})")
     rec.add_argument("--source", help="name of the application/workload, for held-out evaluation")
-    rec.add_argument("--duration", type=float, metavar="S", help="stop after this many seconds")
+    rec.add_argument("--duration", type=seconds, metavar="S",
+                     help="stop after this many seconds (a command still running then is stopped)")
     _add_collector_options(rec)
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                      help="run this command and record it and its children until it exits")
@@ -115,7 +118,7 @@ def render_table(rows: Sequence[Window], kind: str, window_s: float, limit: int 
     for w in shown:
         dur = max(w.dur_s, 1e-9)
         top3 = " ".join(f"{n}:{c}" for n, c in w.top_syscalls(3))
-        line = (f"{w.pid:>7} {w.comm[:15]:<15} {100 * w.run_ns / 1e9 / dur:6.1f} "
+        line = (f"{w.pid:>7} {printable(w.comm)[:15]:<15} {100 * w.run_ns / 1e9 / dur:6.1f} "
                 f"{w.syscalls_total / dur:8.0f} {_ms(w.runq_ns)} {_ms(w.max_wait_ns)} "
                 f"{w.run_wait_transitions:>5}  {top3}")
         lines.append(line[:max(width, len(cols))])
@@ -133,8 +136,7 @@ def window_json(w: Window) -> dict[str, object]:
 def cmd_top(args: argparse.Namespace) -> int:
     if args.ebpf:
         return _print_ebpf()
-    if not args.delay > 0:
-        raise ProcsiftError(f"-d must be > 0 seconds, not {args.delay}")
+    existing_pids(args.pid)
     count = 1 if args.once else args.count
     live = sys.stdout.isatty() and not args.json and not args.once
     with _collector(args, args.delay, args.pid) as col:
@@ -214,14 +216,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     format_of(out)  # refuse an unknown extension before recording anything
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise ProcsiftError(f"{out}: folder {out.parent} does not exist")
+    writable(out)  # and a place it cannot be written to: not after minutes of recording
     if args.label is not None and args.label not in LABELS:
         raise ProcsiftError(f"unknown label {args.label!r}; labels are {', '.join(LABELS)}")
-    if not args.window > 0:
-        raise ProcsiftError(f"-w must be > 0 seconds, not {args.window}")
-    if args.duration is not None and not args.duration > 0:
-        raise ProcsiftError(f"--duration must be > 0 seconds, not {args.duration}")
     if command and args.pid:
         raise ProcsiftError("give either -p PID or a command, not both")
+    existing_pids(args.pid)
     if command:
         _check_runnable(command)
 
@@ -247,6 +247,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             return args.duration is not None and time.monotonic() - started >= args.duration
 
         n = 0
+        interrupted = False
         # `timeout`, `kill` and service managers stop with SIGTERM: treat it as Ctrl-C, so
         # the windows recorded so far are written, not lost.
         signal.signal(signal.SIGTERM, _interrupt)
@@ -258,7 +259,9 @@ def cmd_record(args: argparse.Namespace) -> int:
                     print(f"\rrecording: {n} windows, {len(rows)} rows, {time.monotonic() - started:.1f} s ",
                           end="", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
+            interrupted = True
             rows.extend(col.close_window())  # flush the window in progress
+        recorded_s = time.monotonic() - started
         kind = col.kind
     if progress:
         print(file=sys.stderr)
@@ -266,11 +269,25 @@ def cmd_record(args: argparse.Namespace) -> int:
         from dataclasses import replace  # noqa: PLC0415
         rows = [replace(w, label=args.label if args.label is not None else w.label,
                         source=args.source if args.source is not None else w.source) for w in rows]
-    write_trace(out, rows, TraceMeta(window_s=args.window, collector=kind, syscall_duty=args.syscall_duty))
+    write_trace(out, rows, TraceMeta(window_s=args.window, collector=kind, syscall_duty=args.syscall_duty,
+                                     duration_s=round(recorded_s, 3)))
     processes = len({(w.pid, w.start_time) for w in rows})
-    status = ""
-    if proc is not None:
-        rc = proc.wait()
-        status = f"; command exited with status {rc}"
+    status = "" if proc is None else _end_command(proc, "on Ctrl-C" if interrupted else "at --duration")
     print(f"wrote {out}: {len(rows)} rows, {processes} processes{status}", file=sys.stderr)
     return 0
+
+
+def _end_command(proc: subprocess.Popen[bytes], when: str, grace_s: float = 3.0) -> str:
+    """The recorded command's end: its exit status, or it is stopped (SIGTERM, then SIGKILL after
+    `grace_s`) when the recording ended first; the recording never waits on it."""
+    if proc.poll() is not None:
+        return f"; command exited with status {proc.returncode}"
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+        how = "SIGTERM"
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        how = "SIGKILL"
+    return f"; command stopped {when} ({how}; it was still running)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import warnings
@@ -13,11 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from procsift.collector import read_trace
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 from procsift.models import (
-    MODEL_KINDS, Bundle, Smoother, cross_validate, load_bundle, load_traces, save_bundle,
-    train_bundle,
+    MODEL_KINDS, Bundle, Smoother, check_bundle_target, cross_validate, load_bundle, load_traces,
+    save_bundle, train_bundle,
 )
+from procsift.models.training import idle_recording
 from procsift.models.report import format_scores, write_report
 
 __all__ = ["register"]
@@ -39,8 +43,20 @@ def _load(path: str | None) -> Bundle:
         warnings.simplefilter("always")
         bundle = load_bundle(path)
     for w in caught:
-        print(f"procsift: warning: {w.message}", file=sys.stderr)
+        print(f"procsift: warning: {printable(w.message)}", file=sys.stderr)
     return bundle
+
+
+def _check_folder(path: str) -> None:
+    """Make (or find) an output folder and make sure this user can write in it."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".procsift-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"{folder}: cannot write a report there ({err.strerror})") from err
 
 
 def _split_bundle(paths: list[str]) -> tuple[str | None, list[str]]:
@@ -51,6 +67,7 @@ def _split_bundle(paths: list[str]) -> tuple[str | None, list[str]]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    check_bundle_target(Path(args.output))  # before minutes of training, not after
     bar = _bar(len(args.traces) + 3, f"train {args.model}")
     step = lambda msg: (bar.set_postfix_str(msg), bar.update(1))  # noqa: E731
     traces = load_traces(args.traces, args.window, progress=step, every_offset=True)
@@ -75,17 +92,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     bundle_dir, traces = _split_bundle(args.paths)
     if not traces:
         raise UsageError("evaluate: give at least one TRACE")
+    if args.report:
+        _check_folder(args.report)  # before the cross-validation, not after
     bundle = _load(bundle_dir)
     ts = load_traces(traces, bundle.window_s, every_offset=True)
     trained_on = bundle.metadata.get("training", {}).get("sha256")
     same = "are" if trained_on == ts.sha256 else "are not"
-    print(f"these traces {same} the bundle's training data (sha256 {ts.sha256[:12]})", file=sys.stderr)
     rs = int(bundle.metadata.get("training", {}).get("random_state", 0))
     bar = _bar(ts.frame["source"].nunique(), f"evaluate {bundle.kind}")
     scores = cross_validate(bundle.kind, ts.frame, rs,
                             progress=lambda i, n, src: (bar.set_postfix_str(src), bar.update(1)) if i < n else None,
                             train_frame=ts.fit_frame)
     bar.close()
+    print(f"these traces {same} the bundle's training data (sha256 {ts.sha256[:12]})", file=sys.stderr)
+    if scores.get("untrainable"):
+        print(f"procsift: warning: {len(scores['untrainable'])} application(s) could not be held out (the rest "
+              f"hold too few labels to train on): {', '.join(scores['untrainable'])}; they count as misses",
+              file=sys.stderr)
     if args.report:
         cmd = "procsift evaluate " + " ".join(shlex.quote(a) for a in args.paths) + f" --report {args.report}"
         path = write_report(args.report, bundle, scores, [Path(t).name for t in traces], cmd)
@@ -126,17 +149,26 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError("predict: give at least one TRACE")
     bundle = _load(bundle_dir)
     results = []
+    idle = []
     for t in traces:
-        ts = load_traces([t], bundle.window_s)
+        ts = load_traces([t], bundle.window_s, allow_empty=True)
+        if ts.frame.empty:  # a valid recording in which nothing was active: nothing to label
+            meta = read_trace(t).meta
+            idle.append(f"{idle_recording(Path(t).name, meta)}: nothing to label")
+            continue
         for row in _process_labels(bundle, ts.frame, ts.collectors[0]):
             results.append({"trace": Path(t).name, **row})
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
+    for note in idle:
+        print(note)
+    if not results:
+        return 0
     print(f"{'PID':>7} {'COMM':<16} {'LABEL':<13} {'P':>5} {'WINDOWS':>7}  TRACE")
     for r in sorted(results, key=lambda r: (r["trace"], str(r["label"]), r["pid"])):
         p = r["proba"][r["label"]] if r["proba"] and r["label"] else float("nan")
-        print(f"{r['pid']:>7} {r['comm'][:16]:<16} {str(r['label'] or '-'):<13} {p:>5.2f} {r['windows']:>7}  {r['trace']}")
+        print(f"{r['pid']:>7} {printable(r['comm'])[:16]:<16} {str(r['label'] or '-'):<13} {p:>5.2f} {r['windows']:>7}  {r['trace']}")
     return 0
 
 
@@ -176,7 +208,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                           "label": state.label, "changes": state.changes, "windows": behind,
                           "last_window": exp.as_dict()}, indent=2))
         return 0
-    print(f"pid {args.pid} ({rows['comm'].iloc[-1]}): {state.label} — {bundle.kind} model, "
+    print(f"pid {args.pid} ({printable(rows['comm'].iloc[-1])}): {state.label} — {bundle.kind} model, "
           f"{len(rows)} windows of {bundle.window_s:g} s, label changed {state.changes} time(s); "
           f"a label changes when it wins {sm.k} of the last {sm.n} active windows")
     print("windows behind the label:")

@@ -10,7 +10,9 @@ import sys
 from typing import Any
 
 from procsift.collector.errors import ProcsiftError
+from procsift.collector.schema import printable
 from procsift.distributor import default_journal_path
+from procsift.service.cli._args import existing_pids, pid, port, positive_int, window_seconds
 
 __all__ = ["register", "explain_daemon"]
 
@@ -30,23 +32,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", metavar="FILE", help="policy TOML (default: the bundled one)")
     p.add_argument("--model", metavar="BUNDLE", help="model bundle folder (default: the bundled one)")
-    p.add_argument("-w", "--window", type=float, metavar="S",
+    p.add_argument("-w", "--window", type=window_seconds, metavar="S",
                    help="window length (default: the model's, 2 s for the bundled one)")
     p.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     p.add_argument("--journal", default=str(default_journal_path()), metavar="PATH",
                    help="journal of original values (default: %(default)s)")
     p.add_argument("--backend", default="auto", choices=("auto", "cgroup", "autogroup", "none"),
                    help="how weights and autogroup nice are made real (default: auto)")
-    p.add_argument("-n", "--count", type=int, help="stop (and restore) after this many windows")
+    p.add_argument("-n", "--count", type=positive_int, help="stop (and restore) after this many windows")
     p.add_argument("--no-table", action="store_true", help="no live table, logs only")
     p.add_argument("--proc", action="store_true", help="use the /proc collector (no syscall counts)")
-    p.add_argument("-p", "--pid", type=int, nargs="+", metavar="PID",
+    p.add_argument("-p", "--pid", type=pid, nargs="+", metavar="PID",
                    help="manage only these processes and their descendants")
     p.add_argument("-v", "--verbose", action="store_true", help="log every change (structured, to stderr)")
     p.add_argument("--no-api", action="store_true", help="do not serve the REST API and dashboard")
     p.add_argument("--host", default=os.environ.get("PROCSIFT_HOST", "127.0.0.1"),
                    help="API address (default: %(default)s; anything but loopback exposes it)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("PROCSIFT_PORT", "8765")),
+    p.add_argument("--port", type=port, default=os.environ.get("PROCSIFT_PORT", "8765"),
                    help="API port (default: %(default)s)")
     p.add_argument("--token-file", default=os.environ.get("PROCSIFT_TOKEN_FILE"), metavar="PATH",
                    help="bearer token for control endpoints (default: api-token beside the journal)")
@@ -58,8 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from procsift.service.daemon import DaemonConfig, run_daemon  # noqa: PLC0415
 
-    if args.window is not None and not args.window > 0:
-        raise ProcsiftError(f"--window must be > 0 seconds, not {args.window}")
+    existing_pids(args.pid)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     cfg = DaemonConfig(policy_path=args.policy, model_path=args.model, window_s=args.window,
@@ -85,7 +86,7 @@ def explain_daemon(pid: int, journal: str | None = None, as_json: bool = False) 
     if as_json:
         print(json.dumps(entry, indent=2))
         return 0
-    print(f"PID {pid} ({entry['comm']}), start_time {entry['start_time']}")
+    print(f"PID {pid} ({printable(entry['comm'])}), start_time {entry['start_time']}")
     print(f"label        {entry['label']}  (smoothed; probability {entry['probability']:.2f})")
     print(f"last window  {entry['last_window_label']}  {entry['last_window_proba']}")
     print(f"rule         {entry['rule']}")

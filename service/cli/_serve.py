@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from procsift.collector.errors import ProcsiftError
+from procsift.service.cli._args import port
 
 EXAMPLES = """examples:
   procsift serve                          the bundled model on http://127.0.0.1:8765
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", metavar="BUNDLE", help="model bundle folder (default: the bundled one)")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default 8765)")
+    p.add_argument("--port", type=port, help="port (default 8765)")
     p.set_defaults(func=cmd_serve)
 
 

@@ -122,7 +122,7 @@ def _deadline(args: argparse.Namespace) -> int:
     runs = []
     for name in names:
         ts = None if name == "deadline" else (args.time_slice or _DEFAULT_SLICE[name])
-        if ts is not None and ts <= 0:
+        if ts is not None and not (math.isfinite(ts) and ts > 0):
             raise SimulationError(f"--slice must be positive, got {ts:g}")
         runs.append(run_deadline(name, args.rate, seed=args.seed, time_slice=ts, horizon=args.duration,
                                  spec=MachineSpec(fetch=args.fetch)))

@@ -12,6 +12,8 @@ from procsift.collector import read_trace, write_trace
 from procsift.collector.schema import (
     IDENTITY_COLUMNS, LABELS, SCHED_COLUMNS,
 )
+from procsift.collector.schema import printable
+from procsift.service.cli._args import nonneg_int
 
 __all__ = ["register", "trace_summary"]
 
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     info.set_defaults(func=cmd_info)
     head = tsub.add_parser("head", help="the first rows")
     head.add_argument("file")
-    head.add_argument("-n", type=int, default=10, help="rows to show (default 10)")
+    head.add_argument("-n", type=nonneg_int, default=10, help="rows to show (default 10)")
     head.add_argument("--json", action="store_true",
                       help="the rows as a JSON array, in the form `top --json` prints (POST /v1/predict takes it)")
     head.set_defaults(func=cmd_head)
@@ -84,9 +86,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"syscalls        {s['syscalls']:,}")
     print("labels          " + ", ".join(f"{k} {v}" for k, v in s["labels"].items())
           + f", unlabelled {s['unlabelled_rows']}")
-    print(f"sources         {', '.join(s['sources']) or '-'}")
+    print(f"sources         {printable(', '.join(s['sources'])) or '-'}")
     host = s["host"]
-    print(f"host            {host.get('hostname', '?')}, kernel {host.get('kernel', '?')}, {host.get('ncpu', '?')} CPUs")
+    print(printable(f"host            {host.get('hostname', '?')}, kernel {host.get('kernel', '?')}, "
+                    f"{host.get('ncpu', '?')} CPUs"))
     return 0
 
 
@@ -108,8 +111,11 @@ def cmd_head(args: argparse.Namespace) -> int:
     cols = ["t_start", "pid", "comm"] + [c for c in SCHED_COLUMNS if c not in ("wakes_others",)] \
         + ["syscalls", "label", "source"]
     cols = [c for c in cols if c in IDENTITY_COLUMNS + SCHED_COLUMNS or c in f.columns]
+    shown = f[cols].copy()
+    for c in ("comm", "label", "source"):
+        shown[c] = shown[c].map(lambda v: v if v is None else printable(v))
     with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(f[cols].to_string(index=False))
+        print(shown.to_string(index=False))
     return 0
 
 

@@ -32,7 +32,7 @@ def window(pid: int = 100, t: float = 0.0, **kw: Any) -> dict[str, Any]:
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
     settings = Settings(token_file=str(tmp_path / "token"), max_body_bytes=64 * 1024, max_batch_rows=50)
-    with TestClient(create_app(settings, token=TOKEN)) as c:  # lifespan loads the bundled model
+    with TestClient(create_app(settings, token=TOKEN), base_url="http://127.0.0.1:8765") as c:  # lifespan loads the bundled model
         yield c
 
 

@@ -1,0 +1,160 @@
+"""The CLI given what a new user (or a hostile one) gives it: one clear line and a non-zero exit, or
+the right thing done; never a traceback, a hang or silent garbage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from procsift.collector import TraceMeta, read_trace, windows_to_frame, write_trace
+
+PROCSIFT = [sys.executable, "-m", "procsift.service.cli"]
+DATA = Path(__file__).resolve().parents[1] / "datasets" / "data"
+ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run(*args: str, timeout: float = 120, user: str | None = None) -> subprocess.CompletedProcess[str]:
+    pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if user == "nobody" else []
+    return subprocess.run([*pre, *PROCSIFT, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def one_line(res: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    lines = [ln for ln in res.stderr.strip().splitlines() if not ln.startswith("procsift: using the /proc")]
+    assert len(lines) == 1 and lines[0].startswith("procsift: error: "), res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["top", "-d", "inf", "--once", "--proc"], "-d"),
+    (["top", "-d", "1e-9", "--once", "--proc"], "-d"),
+    (["top", "-d", "nan", "--once", "--proc"], "-d"),
+    (["record", "-o", "/tmp/procsift-x.parquet", "-w", "inf", "--proc", "--duration", "1"], "-w"),
+    (["record", "-o", "/tmp/procsift-x.parquet", "-p", "-5", "--proc", "--duration", "1"], "PID"),
+    (["record", "-o", "/tmp/procsift-x.parquet", "-p", "4194305", "--proc", "--duration", "1"], "PID"),
+    (["record", "-o", "/tmp/procsift-x.parquet", "-p", "99999", "--proc", "--duration", "1"], "no process 99999"),
+    (["run", "-w", "inf", "--proc", "--dry-run", "-n", "1", "--no-api", "--journal", "/tmp/procsift-j/j.json"], "-w"),
+    (["run", "-p", "-3", "--proc", "--dry-run", "-n", "1", "--no-api", "--journal", "/tmp/procsift-j/j.json"], "PID"),
+    (["run", "--port", "70000", "--proc", "--dry-run", "-n", "1", "--journal", "/tmp/procsift-j/j.json"], "port"),
+    (["serve", "--port", "0"], "port"),
+    (["simulate", "deadline", "--slice", "nan", "--duration", "600"], "--slice"),
+    (["simulate", "deadline", "--slice", "inf", "--duration", "600"], "--slice"),
+    (["trace", "head", "-n", "-3", str(DATA / "int-bc.parquet")], "-n"),
+])
+def test_bad_arguments_are_one_line(args: list[str], needle: str) -> None:
+    if "99999" in args and Path("/proc/99999").exists():
+        pytest.skip("PID 99999 exists here")
+    one_line(run(*args, timeout=60), needle)
+
+
+def test_evaluate_with_one_label_per_application_says_it_cannot_score() -> None:
+    """Issue 18: two files, one label each: every fold has one label to learn from, so none is scored."""
+    res = run("evaluate", str(DATA / "bg-bc-pi.parquet"), str(DATA / "int-bash.parquet"))
+    one_line(res, "no held-out application could be scored", "at least two labels")
+    assert "over 0 applications" not in res.stdout
+
+
+def test_predict_on_a_recording_where_nothing_was_active_says_so(tmp_path: Path) -> None:
+    idle = tmp_path / "idle.parquet"
+    write_trace(idle, windows_to_frame([]), TraceMeta(window_s=0.5, collector="bpf", duration_s=30.0))
+    res = run("predict", str(idle))
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert "no process was active" in res.stdout and "30 s" in res.stdout and "hold no windows" not in res.stderr
+    res = run("predict", str(idle), "--json")
+    assert res.returncode == 0 and res.stdout.strip() == "[]"
+
+
+def test_train_on_an_idle_recording_says_what_it_holds(tmp_path: Path) -> None:
+    idle = tmp_path / "idle.parquet"
+    write_trace(idle, windows_to_frame([]), TraceMeta(window_s=0.5, collector="bpf", duration_s=12.0))
+    one_line(run("train", str(idle), "-o", str(tmp_path / "b")), "idle.parquet", "no process was active")
+
+
+def test_record_duration_ends_the_recording_while_the_command_runs(tmp_path: Path) -> None:
+    """Issue 18: with --duration and a command still running, the trace was written but procsift
+    waited for the command. Now it stops the command (SIGTERM) and exits."""
+    out = tmp_path / "t.parquet"
+    t0 = time.monotonic()
+    res = run("record", "--proc", "-o", str(out), "--duration", "1", "--", "sleep", "60", timeout=60)
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    assert took < 20 and read_trace(out).meta.duration_s is not None
+    assert "wrote" in res.stderr and "stopped at --duration" in res.stderr
+
+
+def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    pidfile = tmp_path / "command.pid"
+    p = subprocess.Popen([*PROCSIFT, "record", "--proc", "-o", str(out), "--", "bash", "-c",
+                          f"echo $$ > {pidfile}; trap '' INT TERM; while :; do sleep 0.2; done"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)  # to procsift alone: the command never hears it
+        _, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        command = int(pidfile.read_text())
+        alive = Path(f"/proc/{command}").exists() and "Z" not in Path(f"/proc/{command}/stat").read_text().split()[2]
+        if alive:
+            os.kill(command, signal.SIGKILL)
+    assert "wrote" in err and out.exists(), err
+    assert "Traceback" not in err and "command stopped on Ctrl-C (SIGKILL" in err
+    assert not alive
+
+
+def test_record_refuses_an_output_it_cannot_write_before_recording(open_tmp: Path) -> None:
+    ro = open_tmp / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    if os.geteuid() != 0 and os.access(ro, os.W_OK):
+        pytest.skip("this user can write a mode-555 folder")
+    t0 = time.monotonic()
+    res = run("record", "--proc", "-o", str(ro / "x.parquet"), "--duration", "3", user="nobody" if os.geteuid() == 0 else None)
+    one_line(res, "cannot write")
+    assert time.monotonic() - t0 < 3  # refused before the three seconds of recording
+
+
+@pytest.mark.parametrize("args", [
+    ["evaluate", str(DATA / "bg-bc-pi.parquet"), str(DATA / "int-bash.parquet"), str(DATA / "bg-xz.parquet"),
+     str(DATA / "int-bc.parquet"), "--report", "{ro}/report"],
+    ["simulate", "deadline", "--duration", "600", "--png-dir", "{ro}/png"],
+])
+def test_an_unwritable_output_folder_is_one_line(open_tmp: Path, args: list[str]) -> None:
+    ro = open_tmp / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    if os.geteuid() != 0 and os.access(ro, os.W_OK):
+        pytest.skip("this user can write a mode-555 folder")
+    res = run(*[a.format(ro=ro) for a in args], user="nobody" if os.geteuid() == 0 else None, timeout=300)
+    one_line(res, str(ro), "ermission denied")
+
+
+def test_a_process_named_with_escape_sequences_cannot_drive_the_terminal() -> None:
+    """Any user can name a process "\\x1b]0;...\\x07\\x1b[2J"; `procsift top` shows it escaped."""
+    code = ("import ctypes, time\nctypes.CDLL(None).prctl(15, b'\\x1b]0;pwn\\x07\\x1b[2J', 0, 0, 0)\n"
+            "t = time.time()\nwhile time.time() - t < 20:\n    sum(range(20000)); time.sleep(0.005)\n")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        res = run("top", "--once", "--proc", "-p", str(p.pid), timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\\x1b]0;pwn" in res.stdout
+
+
+def test_log_lines_stay_one_line_whatever_a_value_holds() -> None:
+    from procsift.distributor._log import kv
+    line = kv("set", comm="x\nevent=restore pid=1", why="a\x1b[31mred")
+    assert "\n" not in line and "\x1b" not in line and line.startswith("event=set comm=")
