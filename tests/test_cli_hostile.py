@@ -86,7 +86,7 @@ def test_record_duration_ends_the_recording_while_the_command_runs(tmp_path: Pat
     res = run("record", "--proc", "-o", str(out), "--duration", "1", "--", "sleep", "60", timeout=60)
     took = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
-    assert took < 20 and read_trace(out).meta.duration_s is not None
+    assert took < 50 and read_trace(out).meta.duration_s is not None  # not the command's 60 s
     assert "wrote" in res.stderr and "stopped at --duration" in res.stderr
 
 
@@ -97,9 +97,15 @@ def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) ->
                           f"echo $$ > {pidfile}; trap '' INT TERM; while :; do sleep 0.2; done"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
-        time.sleep(3)
+        # Interrupt only once it is recording and the command runs (start-up takes a while on a busy machine).
+        assert p.stderr is not None
+        first = p.stderr.readline()
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         p.send_signal(signal.SIGINT)  # to procsift alone: the command never hears it
-        _, err = p.communicate(timeout=20)
+        _, rest = p.communicate(timeout=60)
+        err = first + rest
     finally:
         if p.poll() is None:
             p.kill()
@@ -118,10 +124,9 @@ def test_record_refuses_an_output_it_cannot_write_before_recording(open_tmp: Pat
     os.chmod(ro, 0o555)
     if os.geteuid() != 0 and os.access(ro, os.W_OK):
         pytest.skip("this user can write a mode-555 folder")
-    t0 = time.monotonic()
     res = run("record", "--proc", "-o", str(ro / "x.parquet"), "--duration", "3", user="nobody" if os.geteuid() == 0 else None)
     one_line(res, "cannot write")
-    assert time.monotonic() - t0 < 3  # refused before the three seconds of recording
+    assert "recording" not in res.stderr  # refused before recording anything
 
 
 @pytest.mark.parametrize("args", [

@@ -34,7 +34,7 @@ TRACES = ("html-nginx.parquet", "int-vim.parquet", "bg-xz.parquet")
 def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     tmp = tmp_path_factory.mktemp("api")
     settings = Settings(token_file=str(tmp / "token"), max_body_bytes=4 << 20, max_batch_rows=400)
-    with TestClient(create_app(settings, token="t")) as c:
+    with TestClient(create_app(settings, token="t"), base_url="http://127.0.0.1") as c:  # the Host guard
         yield c
 
 

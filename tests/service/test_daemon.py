@@ -50,7 +50,7 @@ def nices(pid: int) -> dict[int, int]:
     return out
 
 
-def wait_for(cond, timeout: float = 20.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
+def wait_for(cond, timeout: float = 120.0, what: str = "") -> None:  # returns as soon as cond() holds  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -183,7 +183,7 @@ def test_never_touches_itself(tmp_path: Path, policy: Path) -> None:
     # The daemon follows its own process: bash execs it, so $$ is the daemon's PID.
     env = {**os.environ, "PROCSIFT_STATE_DIR": str(tmp_path)}
     cmd = " ".join([*PROCSIFT, "run", "--policy", str(policy), "--journal", str(tmp_path / "j.json"),
-                    "--no-table", "-w", "0.5", "-n", "6", "-p", "$$"])
+                    "--no-table", "--no-api", "-w", "0.5", "-n", "6", "-p", "$$"])
     d = subprocess.Popen(["bash", "-c", f"exec {cmd}"], env=env, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen_nice = set()
