@@ -92,8 +92,25 @@ class Daemon(subprocess.Popen):  # type: ignore[type-arg]
         return self.log.read_text()
 
 
+_STARTED: list[Daemon] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_daemon_outlives_its_test():  # type: ignore[no-untyped-def]
+    """A test that fails half-way must not leave its daemon running (placing processes) for the
+    rest of the suite."""
+    yield
+    while _STARTED:
+        d = _STARTED.pop()
+        if d.poll() is None:
+            d.kill()
+            d.wait()
+
+
 def daemon(tmp_path: Path, policy: Path, *args: str) -> Daemon:
-    return Daemon(tmp_path, policy, *args)
+    d = Daemon(tmp_path, policy, *args)
+    _STARTED.append(d)
+    return d
 
 
 def test_every_thread_placed_later_threads_too_and_restored_on_stop(tmp_path: Path, policy: Path, hog) -> None:  # type: ignore[no-untyped-def]
