@@ -118,6 +118,53 @@ def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) ->
     assert not alive
 
 
+@pytest.mark.parametrize("delay_ms", [0, 1, 3, 10, 30, 300])
+def test_ctrl_c_at_any_moment_of_a_recording_writes_it_and_ends_the_command(tmp_path: Path, delay_ms: int) -> None:
+    """Ctrl-C right as the command is being started (0 ms: procsift is still spawning it) or
+    any time later: the file is written and the command does not outlive procsift. (A Ctrl-C
+    before the recording loop began once left both undone: exit 130, nothing written, the
+    command running on.)"""
+    out = tmp_path / "t.parquet"
+    marker = f"procsift-test-{os.getpid()}-{delay_ms}"
+    p = subprocess.Popen([*PROCSIFT, "record", "--proc", "-o", str(out), "--", "bash", "-c",
+                          "exec >/dev/null 2>&1; trap '' INT TERM; while :; do sleep 0.2; done", marker],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert p.stderr is not None
+        first = ""
+        while not first.endswith("Ctrl-C to stop\n"):  # after the collector's notices, if any
+            line = p.stderr.readline()
+            assert line, first
+            first += line
+        time.sleep(delay_ms / 1000)
+        p.send_signal(signal.SIGINT)
+        _, rest = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        left = _processes_with(marker)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    err = first + rest
+    assert p.returncode == 0 and "Traceback" not in err, err
+    assert "wrote" in err and out.exists(), err
+    assert not left, f"the recorded command outlived procsift: {left}"
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds `marker`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker.encode() in (d / "cmdline").read_bytes() \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_record_refuses_an_output_it_cannot_write_before_recording(open_tmp: Path) -> None:
     ro = open_tmp / "ro"
     ro.mkdir()

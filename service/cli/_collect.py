@@ -162,10 +162,11 @@ def _spawn_held(command: Sequence[str]) -> tuple[subprocess.Popen[bytes], int]:
     """Start `command` held before it runs, so it can be followed first; returns (proc, go-fd).
 
     bash waits on a pipe, then execs the command under the same PID: writing a line
-    to the go-fd lets it run. (A preexec_fn can't wait: Popen blocks until exec.)
+    to the go-fd lets it run; closing it unwritten (the recording ended first) makes bash
+    exit without running it. (A preexec_fn can't wait: Popen blocks until exec.)
     """
     r, w = os.pipe()
-    script = 'read -r _ <&"$1"; eval "exec $1<&-"; shift; exec "$@"'
+    script = 'read -r _ <&"$1" || exit 0; eval "exec $1<&-"; shift; exec "$@"'
     held = ["/bin/bash", "-c", script, "procsift-held", str(r), *command]
     try:
         proc = subprocess.Popen(held, pass_fds=(r,))
@@ -234,12 +235,6 @@ def cmd_record(args: argparse.Namespace) -> int:
         what = " ".join(command) if command else (f"PIDs {' '.join(map(str, pids))}" if pids else "all processes")
         print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
               "Ctrl-C to stop", file=sys.stderr, flush=True)
-        if command:
-            proc, go = _spawn_held(command)
-            _wait_until_held(proc.pid)
-            col.track([proc.pid])
-            os.write(go, b"go\n")
-            os.close(go)
 
         def stop() -> bool:
             if proc is not None and proc.poll() is not None:
@@ -248,10 +243,17 @@ def cmd_record(args: argparse.Namespace) -> int:
 
         n = 0
         interrupted = False
+        go = -1
         # `timeout`, `kill` and service managers stop with SIGTERM: treat it as Ctrl-C, so
-        # the windows recorded so far are written, not lost.
+        # the windows recorded so far are written, not lost. Both are caught from before the
+        # command starts: a Ctrl-C the moment it runs must still end it and write the file.
         signal.signal(signal.SIGTERM, _interrupt)
         try:
+            if command:
+                proc, go = _spawn_held(command)
+                _wait_until_held(proc.pid)
+                col.track([proc.pid])
+                os.write(go, b"go\n")
             for batch in col.windows(stop=stop):
                 n += 1
                 rows.extend(batch)
@@ -261,6 +263,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
             rows.extend(col.close_window())  # flush the window in progress
+        finally:
+            if go >= 0:
+                os.close(go)  # a held command that never got its go sees EOF and exits unrun
         recorded_s = time.monotonic() - started
         kind = col.kind
     if progress:
