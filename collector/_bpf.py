@@ -153,6 +153,7 @@ class BpfProbe:
             cflags.append("-DSOCK_TRACEPOINTS")
         # Struct offsets from the running kernel's BTF: without them (no BTF) the run and queue
         # times come from the sched_switch events alone, which can miss a task's dispatch.
+        self.btf_missing: str | None
         try:
             offsets = task_offsets(btf)
         except BtfError as err:
