@@ -14,7 +14,7 @@ PROCSIFT = [sys.executable, "-m", "procsift.service.cli"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PROCSIFT, *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([*PROCSIFT, *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture()

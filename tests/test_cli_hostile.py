@@ -52,7 +52,7 @@ def one_line(res: subprocess.CompletedProcess[str], *needles: str) -> str:
 def test_bad_arguments_are_one_line(args: list[str], needle: str) -> None:
     if "99999" in args and Path("/proc/99999").exists():
         pytest.skip("PID 99999 exists here")
-    one_line(run(*args, timeout=60), needle)
+    one_line(run(*args, timeout=300), needle)
 
 
 def test_evaluate_with_one_label_per_application_says_it_cannot_score() -> None:
@@ -82,12 +82,12 @@ def test_record_duration_ends_the_recording_while_the_command_runs(tmp_path: Pat
     """Issue 18: with --duration and a command still running, the trace was written but procsift
     waited for the command. Now it stops the command (SIGTERM) and exits."""
     out = tmp_path / "t.parquet"
-    t0 = time.monotonic()
-    res = run("record", "--proc", "-o", str(out), "--duration", "1", "--", "sleep", "60", timeout=60)
-    took = time.monotonic() - t0
+    # Had it waited for the command (600 s), the 300 s guard would end the test with a failure.
+    res = run("record", "--proc", "-o", str(out), "--duration", "1", "--", "sleep", "600", timeout=300)
     assert res.returncode == 0, res.stderr
-    assert took < 50 and read_trace(out).meta.duration_s is not None  # not the command's 60 s
-    assert "wrote" in res.stderr and "stopped at --duration" in res.stderr
+    duration = read_trace(out).meta.duration_s
+    assert duration is not None and duration < 600
+    assert "wrote" in res.stderr and "stopped at --duration (SIGTERM" in res.stderr
 
 
 def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_one_sigint_ends_a_recording_whose_command_ignores_it(tmp_path: Path) ->
         while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
         p.send_signal(signal.SIGINT)  # to procsift alone: the command never hears it
-        _, rest = p.communicate(timeout=60)
+        _, rest = p.communicate(timeout=300)
         err = first + rest
     finally:
         if p.poll() is None:
@@ -198,7 +198,7 @@ def test_a_process_named_with_escape_sequences_cannot_drive_the_terminal() -> No
     p = subprocess.Popen([sys.executable, "-c", code])
     try:
         time.sleep(0.5)
-        res = run("top", "--once", "--proc", "-p", str(p.pid), timeout=60)
+        res = run("top", "--once", "--proc", "-p", str(p.pid), timeout=300)
     finally:
         p.kill()
         p.wait()

@@ -68,7 +68,7 @@ def test_installed_command_runs_from_its_own_venv(root: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == f"procsift {VERSION}", done.stderr
     where = subprocess.run([str(root / "opt/procsift/bin/python"), "-c",
                             "import procsift.service as s; print(s.__file__)"],
-                           capture_output=True, text=True, cwd=root, env=CLEAN_ENV, timeout=60)
+                           capture_output=True, text=True, cwd=root, env=CLEAN_ENV, timeout=300)
     assert where.stdout.startswith(str(root / "opt/procsift/lib/")), where.stdout + where.stderr
 
 
@@ -98,7 +98,7 @@ def test_installed_unit_is_valid_and_points_at_the_install(root: Path) -> None:
     assert Path(doc.removeprefix("file://")).is_file()
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed")
-    done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

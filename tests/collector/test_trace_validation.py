@@ -142,7 +142,7 @@ def test_an_unreadable_trace_is_one_line_for_a_user(open_tmp: Path, ext: str) ->
     if os.geteuid() != 0 and os.access(path, os.R_OK):
         pytest.skip("this user can read a mode-000 file")
     res = subprocess.run([*_as_nobody(), *PROCSIFT, "trace", "info", str(path)], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                         text=True, timeout=300, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.strip().splitlines() == [f"procsift: error: {path}: cannot read it (Permission denied)"]
 
@@ -151,7 +151,7 @@ def test_trace_info_on_negative_counts_is_one_line(tmp_path: Path) -> None:
     frame = _frame()
     frame.loc[0, "syscalls"] = -13800
     path = write_raw(tmp_path / "neg.csv", frame)
-    res = subprocess.run([*PROCSIFT, "trace", "info", str(path)], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([*PROCSIFT, "trace", "info", str(path)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 1 and "-13,800" not in res.stdout
     assert res.stderr.strip().splitlines() == [
         f"procsift: error: {path}: row 1, column 'syscalls': -13800 is not allowed; allowed: a whole number "

@@ -151,7 +151,7 @@ def test_kill_9_then_procsift_restore_puts_originals_back(backend: str, child: C
         assert rb.cpu_cgroup(child.pid) != "/" and rb.cpu_cgroup(child.pid, "cpuset") != "/"
     cli = "import sys; from procsift.service.cli import main; sys.exit(main())"
     out = subprocess.run([sys.executable, "-c", cli, "restore", "--journal", str(journal)],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("restored 1 process(es)")
     assert rb.snapshot(child.pid) == before

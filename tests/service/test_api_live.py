@@ -37,7 +37,7 @@ def free_port() -> int:
 def call(url: str, method: str = "GET", token: str | None = None) -> tuple[int, Any]:
     req = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=300) as r:
             body = r.read()
             return r.status, json.loads(body) if r.headers.get_content_type() == "application/json" else body.decode()
     except urllib.error.HTTPError as err:
@@ -76,7 +76,7 @@ def service(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     finally:
         if d.poll() is None:
             d.send_signal(signal.SIGTERM)
-            d.wait(timeout=30)
+            d.wait(timeout=300)
         log.close()
         hog.kill()
         hog.wait()
@@ -141,12 +141,12 @@ def test_dashboard_shows_real_process_rows_in_chromium(service: dict[str, Any]) 
         try:
             page = browser.new_page(viewport={"width": 1366, "height": 768})  # a laptop screen
             page.goto(service["base"] + "/")
-            page.wait_for_selector(f"tr.proc[data-pid='{service['hog']}']", timeout=20_000)
+            page.wait_for_selector(f"tr.proc[data-pid='{service['hog']}']", timeout=120_000)
             page.wait_for_selector(".group", timeout=10_000)
             # the charts drawn from /v1/history: several windows of real data, the hog on its timeline
             page.wait_for_function("document.querySelector('#c-cpu path.line') && "
                                    "document.querySelector('#c-cpu path.line').getAttribute('d').split('L').length > 3",
-                                   timeout=30_000)
+                                   timeout=120_000)
             page.wait_for_selector(f"#c-timeline rect.seg[data-pid='{service['hog']}']", timeout=10_000)
             lines = {c: page.locator(f"#{c} path.line").count() for c in ("c-procs", "c-cpu", "c-runq", "c-psi")}
             rows = page.locator("tr.proc").count()

@@ -131,11 +131,11 @@ def test_sigkill_while_applying_then_everything_is_put_back(tmp_path: Path) -> N
             changed = {(p, k) for p in pids for k, v in killed[p].items() if v != original[p][k]}
             if how == "restore":
                 res = subprocess.run([*PROCSIFT, "restore", "--journal", str(journal)], capture_output=True,
-                                     text=True, timeout=60, env=env)
+                                     text=True, timeout=300, env=env)
             else:
                 res = subprocess.run([*PROCSIFT, "run", "--proc", "--policy", str(tmp_path / "policy.toml"),
                                       "--journal", str(journal), "--no-table", "--no-api", "-w", "0.5", "-n", "1",
-                                      "-p", str(sleeper.pid)], capture_output=True, text=True, timeout=60, env=env)
+                                      "-p", str(sleeper.pid)], capture_output=True, text=True, timeout=300, env=env)
             assert res.returncode == 0, res.stderr
             after_restore = {p: state(p) for p in pids}
             wrong = {(p, k): (original[p][k], after_restore[p][k]) for p in pids for k in original[p]

@@ -87,7 +87,7 @@ class Daemon(subprocess.Popen):  # type: ignore[type-arg]
                               "--no-table", "--no-api", "-w", "0.5", *args], env=env, text=True,
                              stdout=subprocess.DEVNULL, stderr=fh)
 
-    def finish(self, timeout: float = 30) -> str:
+    def finish(self, timeout: float = 300) -> str:
         self.wait(timeout=timeout)
         return self.log.read_text()
 
@@ -137,7 +137,7 @@ def test_kill9_leaves_changes_that_restore_puts_back(tmp_path: Path, policy: Pat
     d.wait()
     assert all(n == 7 for n in nices(hog.pid).values())
     res = subprocess.run([*PROCSIFT, "restore", "--journal", str(tmp_path / "j.json")],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert set(nices(hog.pid).values()) == {0}
 
@@ -150,7 +150,7 @@ def test_next_start_after_a_crash_restores_first(tmp_path: Path, policy: Path, h
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         d2 = daemon(tmp_path, policy, "-p", str(sleeper.pid), "-n", "1")
-        err = d2.finish(timeout=60)
+        err = d2.finish(timeout=300)
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -184,7 +184,7 @@ def test_dry_run_changes_nothing_and_explain_answers(tmp_path: Path, policy: Pat
                  what="the daemon to label the hog")
         env = {**os.environ, "PROCSIFT_STATE_DIR": str(tmp_path)}
         res = subprocess.run([*PROCSIFT, "explain", str(hog.pid), "--json"], capture_output=True,
-                             text=True, timeout=30, env=env)
+                             text=True, timeout=300, env=env)
         assert res.returncode == 0, res.stderr
         entry = json.loads(res.stdout)
         assert entry["label"] in ("interactive", "background", "html-serving")

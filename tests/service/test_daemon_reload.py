@@ -175,7 +175,7 @@ def test_sighup_with_a_bad_policy_or_a_corrupt_model_keeps_the_daemon(files: dic
         wait_windows(windows() + 3)
         assert d.poll() is None
         d.send_signal(signal.SIGTERM)
-        d.wait(timeout=30)
+        d.wait(timeout=300)
     finally:
         if d.poll() is None:
             d.kill()
