@@ -38,7 +38,7 @@ from procsift.service.groupstats import GroupHistory, Sample, export
 from procsift.service.live import Command, LiveLink
 
 __all__ = ["DaemonConfig", "Daemon", "state_file", "read_state", "demand_gate", "demotion_gate",
-           "evidence_gate"]
+           "evidence_gate", "window_demand"]
 
 log = logging.getLogger("procsift.daemon")
 STATE_FILE = "daemon-state.json"
@@ -94,7 +94,7 @@ class _Tracked:
     windows: list[dict[str, Any]] = field(default_factory=list)
     window_label: str = ""
     window_proba: dict[str, float] = field(default_factory=dict)
-    demand: float | None = None   # share of the window on CPU or in D state, before placement
+    demand: float | None = None   # share of its time off the run queue spent on CPU or in D state
     gate: str | None = None       # why its label is not acted on, if it is not
     served_as: str | None = None  # a label other than background it has held in this run
     prev_label: str | None = None  # the smoothed label after the previous window
@@ -115,6 +115,17 @@ def demand_gate(label: str | None, demand: float | None) -> str | None:
         return (f"labelled background, but its CPU/disk demand ({shown} of a window) is under "
                 f"{100 * BACKGROUND_MIN_DEMAND:.0f}%: not worth idling, left alone")
     return None
+
+
+def window_demand(w: Window) -> float:
+    """How much of a window the process wanted the CPU or the disk, whatever others wanted: its
+    run and D-state time over the time it was not waiting on the run queue. A CPU hog is 1.0
+    on an idle machine and on one with thirty runnable tasks alike (on a share of the whole
+    window, contention alone made it look light, and a hog went unidled on a busy machine)."""
+    own = w.dur_s * 1e9 - w.runq_ns
+    if own <= 0:
+        return 1.0 if w.runq_ns > 0 else 0.0
+    return min(1.0, (w.run_ns + w.block_ns) / own)
 
 
 DEMOTE_STREAK = 4
@@ -358,9 +369,10 @@ class Daemon:
             except ProcessGone:
                 continue
             t = self.procs.get(key)
+            demand: float | None
             if key not in self._idled and w.dur_s > 0:
                 # Measured only while not idled by procsift: its own placement inflates waits.
-                share = (w.run_ns + w.block_ns) / (w.dur_s * 1e9)
+                share = window_demand(w)
                 prev = t.demand if t is not None else None
                 demand = share if prev is None else 0.5 * prev + 0.5 * share
             else:

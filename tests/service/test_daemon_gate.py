@@ -45,3 +45,20 @@ def test_evidence_gate_waits_for_a_second_active_window() -> None:
     assert why is not None and "1 active window" in why
     assert evidence_gate("html-serving", EVIDENCE_WINDOWS) is None
     assert evidence_gate(None, 0) is None
+
+
+def test_demand_is_what_the_process_wanted_whatever_others_wanted() -> None:
+    from procsift.collector import Window
+    from procsift.service.daemon import BACKGROUND_MIN_DEMAND, window_demand
+
+    def w(run: float, runq: float, block: float = 0.0) -> Window:
+        return Window(host="h", t_start=0, dur_s=2.0, pid=1, start_time=1, run_ns=int(run * 1e9),
+                      runq_ns=int(runq * 1e9), block_ns=int(block * 1e9))
+
+    assert window_demand(w(2.0, 0.0)) == 1.0                      # a hog, alone
+    assert window_demand(w(0.13, 1.87)) == 1.0                    # a hog among thirty runnable tasks
+    assert window_demand(w(0.0, 2.0)) == 1.0                      # queued all window long
+    assert abs(window_demand(w(0.2, 0.4)) - 0.125) < 1e-9         # light, on a busy machine
+    assert window_demand(w(0.2, 0.4)) < BACKGROUND_MIN_DEMAND
+    assert abs(window_demand(w(0.1, 0.0, 0.5)) - 0.3) < 1e-9      # D state counts (disk demand)
+    assert window_demand(w(0.0, 0.0)) == 0.0
