@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,19 @@ GETPPIDS = f"import os\nfor _ in range({N}): os.getppid()\n"
 
 def _procsift(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PROCSIFT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _held(code: str) -> subprocess.Popen[bytes]:
+    """A Python child started and waiting (in read) before it runs `code`: it can be tracked
+    first, however long a busy machine makes the parent take to get there."""
+    return subprocess.Popen([sys.executable, "-c", "import sys\nsys.stdin.buffer.read(1)\n" + code],
+                            stdin=subprocess.PIPE)
+
+
+def _go(child: subprocess.Popen[bytes]) -> None:
+    assert child.stdin is not None
+    child.stdin.write(b"g")
+    child.stdin.close()
 
 
 def test_record_a_command_counts_exactly_1009_getppid(tmp_path: Path) -> None:
@@ -66,25 +80,29 @@ def test_sleep_run_split_and_longest_wait(tmp_path: Path) -> None:
 
 
 def test_process_exiting_mid_window_still_yields_its_row() -> None:
-    with Collector(window_s=2.0, pids=[]) as col:
-        child = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(0.3)\n" + GETPPIDS])
+    child = _held("import time\ntime.sleep(0.3)\n" + GETPPIDS)
+    with Collector(window_s=600.0, pids=[]) as col:
+        tracked = time.monotonic()
         col.track([child.pid])
-        started = time.monotonic()
-        (rows,) = list(col.windows(count=1))
+        _go(child)
+        went = time.monotonic()
         # The child is a zombie until waited for: its status still holds the kernel's count of
         # voluntary switches, the final one (into death) included.
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        lived = time.monotonic() - tracked
         kernel_voluntary = _voluntary_switches(child.pid)
-        assert child.wait(timeout=5) == 0
-        assert time.monotonic() - started >= 1.9  # the window outlived the process
+        time.sleep(0.5)  # the window outlives the process
+        rows = col.close_window()
+        assert child.wait(timeout=300) == 0
     mine = [w for w in rows if w.pid == child.pid]
     assert len(mine) == 1
     w = mine[0]
     assert w.exited and w.syscalls.get("getppid") == N
     assert w.start_time > 0 and w.comm.startswith("python")
     # Time stops at exit: the dead task's last switch is not a sleep lasting to the window's end.
-    assert 0.3 <= w.sleep_ns / 1e9 <= 0.3 + 0.25, w.sleep_ns
-    assert (w.run_ns + w.runq_ns + w.sleep_ns + w.block_ns) / 1e9 < 1.0, w
+    # Its sleeps: the 0.3 s one, and the wait for its go (tracked .. went) at most.
+    assert 0.3 <= w.sleep_ns / 1e9 <= 0.3 + (went - tracked) + 0.25, (w.sleep_ns, went - tracked)
+    assert (w.run_ns + w.runq_ns + w.sleep_ns + w.block_ns) / 1e9 <= lived + 0.05, (w, lived)
     # The sleep (and any page-ins: a cold cache on a busy machine makes several), never the
     # final switch, which the kernel counts as voluntary and which is no wait.
     assert 1 <= w.voluntary <= kernel_voluntary - 1, (w.voluntary, kernel_voluntary)
@@ -102,10 +120,11 @@ def test_threads_fold_into_one_process_row() -> None:
             f"def work():\n    for _ in range({N}): os.getppid()\n"
             "ts = [threading.Thread(target=work) for _ in range(3)]\n"
             "[t.start() for t in ts]; [t.join() for t in ts]\n")
-    with Collector(window_s=60.0, pids=[]) as col:
-        child = subprocess.Popen([sys.executable, "-c", code])
+    child = _held(code)
+    with Collector(window_s=600.0, pids=[]) as col:
         col.track([child.pid])
-        child.wait(timeout=300)
+        _go(child)
+        assert child.wait(timeout=300) == 0
         time.sleep(0.1)
         rows = col.close_window()
     mine = [w for w in rows if w.pid == child.pid]
@@ -120,16 +139,20 @@ def test_pid_filter_follows_children_only(tmp_path: Path) -> None:
                                f"subprocess.run([sys.executable, '-c', {GETPPIDS!r}])\ntime.sleep(0.3)\n"],
                               stdin=subprocess.PIPE, text=True)
     out = tmp_path / "p.parquet"
-    rec = subprocess.Popen([*PROCSIFT, "record", "-o", str(out), "-p", str(parent.pid), "--duration", "3"],
+    rec = subprocess.Popen([*PROCSIFT, "record", "-o", str(out), "-p", str(parent.pid)],
                            stderr=subprocess.PIPE, text=True)
     try:
         assert rec.stderr is not None and parent.stdin is not None
         assert "recording PIDs" in rec.stderr.readline()
         parent.stdin.write("go\n")
         parent.stdin.flush()
+        assert parent.wait(timeout=300) == 0
+        rec.send_signal(signal.SIGINT)  # once its work is done, however long that took
         assert rec.wait(timeout=300) == 0, rec.stderr.read()
     finally:
-        parent.wait(timeout=10)
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
     frame = read_trace(out).frame
     assert frame["sys_getppid"].sum() == N
     others = frame[(frame["pid"] != parent.pid) & (frame["ppid"] != parent.pid)]
@@ -156,9 +179,10 @@ for _ in range({N}):
 def test_socket_traffic_is_counted_whatever_the_syscall() -> None:
     """1009 TCP sends of 100 bytes (sendto) and their receives (recvfrom), then 1009 AF_UNIX
     round trips: exact counts on both sides, AF_UNIX apart from IPv4."""
-    with Collector(window_s=60.0, pids=[]) as col:
-        child = subprocess.Popen([sys.executable, "-c", SOCKETS])
+    child = _held(SOCKETS)
+    with Collector(window_s=600.0, pids=[]) as col:
         col.track([child.pid])
+        _go(child)
         assert child.wait(timeout=300) == 0
         time.sleep(0.1)
         rows = col.close_window()
@@ -175,7 +199,7 @@ def test_sigterm_ends_a_recording_like_ctrl_c_and_keeps_the_windows(tmp_path: Pa
                            stderr=subprocess.PIPE, text=True)
     try:
         assert rec.stderr is not None and "recording PIDs" in rec.stderr.readline()
-        time.sleep(1.5)
+        time.sleep(1.5)  # about three windows; on a busy machine maybe fewer
         rec.terminate()
         assert rec.wait(timeout=300) == 0
         assert "Traceback" not in rec.stderr.read()
@@ -183,7 +207,7 @@ def test_sigterm_ends_a_recording_like_ctrl_c_and_keeps_the_windows(tmp_path: Pa
         busy.kill()
         busy.wait()
     frame = read_trace(out).frame
-    assert len(frame) >= 2 and frame["sys_getppid"].sum() > 0
+    assert len(frame) >= 1 and frame["sys_getppid"].sum() > 0  # the window in progress, at least
 
 
 def test_forced_proc_fallback_announces_once_and_has_no_syscalls(tmp_path: Path) -> None:
