@@ -233,8 +233,6 @@ def cmd_record(args: argparse.Namespace) -> int:
     with _collector(args, args.window, pids) as col:
         started = time.monotonic()  # --duration counts from here, not from BPF compile time
         what = " ".join(command) if command else (f"PIDs {' '.join(map(str, pids))}" if pids else "all processes")
-        print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
-              "Ctrl-C to stop", file=sys.stderr, flush=True)
 
         def stop() -> bool:
             if proc is not None and proc.poll() is not None:
@@ -246,9 +244,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         go = -1
         # `timeout`, `kill` and service managers stop with SIGTERM: treat it as Ctrl-C, so
         # the windows recorded so far are written, not lost. Both are caught from before the
-        # command starts: a Ctrl-C the moment it runs must still end it and write the file.
+        # command starts and before "recording" is said: a Ctrl-C at any moment after it must
+        # still end the command and write the file.
         signal.signal(signal.SIGTERM, _interrupt)
         try:
+            print(f"recording {what} to {out} ({col.kind} collector, {args.window:g} s windows); "
+                  "Ctrl-C to stop", file=sys.stderr, flush=True)
             if command:
                 proc, go = _spawn_held(command)
                 _wait_until_held(proc.pid)
