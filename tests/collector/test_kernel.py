@@ -59,6 +59,12 @@ def test_record_a_command_counts_exactly_1009_getppid(tmp_path: Path) -> None:
     assert info["labels"]["background"] == len(frame)
 
 
+# A sleep is measured from the task leaving the CPU to its wake-up. The kernel arms the timer
+# first, then switches the task out, so a sleep of exactly t s can measure a few microseconds
+# under t when the timer fires on time (a kernel loop with two hogs measured 0.3 s as 0.2999977 s).
+ARMED = 0.001
+
+
 def test_sleep_run_split_and_longest_wait(tmp_path: Path) -> None:
     """Burn ~0.3 s of CPU, sleep exactly 0.5 s: run_ns matches the process' own CPU time
     (within 10% + 20 ms) and the sleep shows as S time and as the longest single wait
@@ -73,7 +79,7 @@ def test_sleep_run_split_and_longest_wait(tmp_path: Path) -> None:
     run_s = frame["run_ns"].sum() / 1e9
     assert abs(run_s - cpu_s) <= 0.10 * cpu_s + 0.020, (run_s, cpu_s)
     sleep_s = frame["sleep_ns"].sum() / 1e9
-    assert 0.5 <= sleep_s <= 0.5 + 0.25, sleep_s
+    assert 0.5 - ARMED <= sleep_s <= 0.5 + 0.25, sleep_s
     max_wait_s = frame["max_wait_ns"].max() / 1e9
     assert abs(max_wait_s - 0.5) <= 0.05, max_wait_s
     assert frame["voluntary"].sum() >= 1 and frame["run_wait_transitions"].sum() >= 2
@@ -101,7 +107,7 @@ def test_process_exiting_mid_window_still_yields_its_row() -> None:
     assert w.start_time > 0 and w.comm.startswith("python")
     # Time stops at exit: the dead task's last switch is not a sleep lasting to the window's end.
     # Its sleeps: the 0.3 s one, and the wait for its go (tracked .. went) at most.
-    assert 0.3 <= w.sleep_ns / 1e9 <= 0.3 + (went - tracked) + 0.25, (w.sleep_ns, went - tracked)
+    assert 0.3 - ARMED <= w.sleep_ns / 1e9 <= 0.3 + (went - tracked) + 0.25, (w.sleep_ns, went - tracked)
     assert (w.run_ns + w.runq_ns + w.sleep_ns + w.block_ns) / 1e9 <= lived + 0.05, (w, lived)
     # The sleep (and any page-ins: a cold cache on a busy machine makes several), never the
     # final switch, which the kernel counts as voluntary and which is no wait.
